@@ -1,0 +1,148 @@
+"""The paper's hparam sets: base, big, every row of Table 3, parsing, and small CPU sets.
+
+Each set derives from its parent in a line or two, so an ablation row reads as one line.
+Channel counts are totals over heads (see ``t2t_lite.hparams_lib``).
+"""
+from t2t_lite.hparams_lib import HParams
+from t2t_lite.registry import register_hparams
+
+
+@register_hparams()
+def transformer_base() -> HParams:
+    """The paper's base model: N=6, d_model=512, d_ff=2048, h=8, P_drop=0.1, 100K steps."""
+    return HParams()
+
+
+@register_hparams()
+def transformer_big() -> HParams:
+    """The paper's big model (EN-DE): d_model=1024, d_ff=4096, h=16, P_drop=0.3, 300K steps."""
+    return transformer_base().replace(hidden_size=1024, filter_size=4096, num_heads=16,
+                                      layer_prepostprocess_dropout=0.3, train_steps=300000,
+                                      average_checkpoints=20)
+
+
+@register_hparams()
+def transformer_big_enfr() -> HParams:
+    """The big model as trained on EN-FR: P_drop=0.1."""
+    return transformer_big().replace(layer_prepostprocess_dropout=0.1)
+
+
+# Table 3 (A): number of heads; d_k = d_v = d_model / h.
+@register_hparams()
+def transformer_base_h1() -> HParams:
+    return transformer_base().replace(num_heads=1)
+
+
+@register_hparams()
+def transformer_base_h4() -> HParams:
+    return transformer_base().replace(num_heads=4)
+
+
+@register_hparams()
+def transformer_base_h16() -> HParams:
+    return transformer_base().replace(num_heads=16)
+
+
+@register_hparams()
+def transformer_base_h32() -> HParams:
+    return transformer_base().replace(num_heads=32)
+
+
+# Table 3 (B): smaller attention key size; d_v stays 64.
+@register_hparams()
+def transformer_base_dk16() -> HParams:
+    return transformer_base().replace(attention_key_channels=16 * 8)
+
+
+@register_hparams()
+def transformer_base_dk32() -> HParams:
+    return transformer_base().replace(attention_key_channels=32 * 8)
+
+
+# Table 3 (C): model size.
+@register_hparams()
+def transformer_base_n2() -> HParams:
+    return transformer_base().replace(num_hidden_layers=2)
+
+
+@register_hparams()
+def transformer_base_n4() -> HParams:
+    return transformer_base().replace(num_hidden_layers=4)
+
+
+@register_hparams()
+def transformer_base_n8() -> HParams:
+    return transformer_base().replace(num_hidden_layers=8)
+
+
+@register_hparams()
+def transformer_base_d256() -> HParams:
+    """d_model=256, d_k=d_v=32."""
+    return transformer_base().replace(hidden_size=256)
+
+
+@register_hparams()
+def transformer_base_d1024() -> HParams:
+    """d_model=1024, d_k=d_v=128."""
+    return transformer_base().replace(hidden_size=1024)
+
+
+@register_hparams()
+def transformer_base_ff1024() -> HParams:
+    return transformer_base().replace(filter_size=1024)
+
+
+@register_hparams()
+def transformer_base_ff4096() -> HParams:
+    return transformer_base().replace(filter_size=4096)
+
+
+# Table 3 (D): dropout and label smoothing.
+@register_hparams()
+def transformer_base_drop0() -> HParams:
+    return transformer_base().replace(layer_prepostprocess_dropout=0.0)
+
+
+@register_hparams()
+def transformer_base_drop2() -> HParams:
+    return transformer_base().replace(layer_prepostprocess_dropout=0.2)
+
+
+@register_hparams()
+def transformer_base_ls0() -> HParams:
+    return transformer_base().replace(label_smoothing=0.0)
+
+
+@register_hparams()
+def transformer_base_ls2() -> HParams:
+    return transformer_base().replace(label_smoothing=0.2)
+
+
+# Table 3 (E): learned positional embedding instead of sinusoids.
+@register_hparams()
+def transformer_base_learned_pos() -> HParams:
+    return transformer_base().replace(pos="emb")
+
+
+# Section 6.3: English constituency parsing.
+@register_hparams()
+def transformer_parsing_wsj() -> HParams:
+    """4 layers, d_model=1024; the rest as base. Targets are long linearised trees."""
+    return transformer_base().replace(num_hidden_layers=4, hidden_size=1024, max_length=512)
+
+
+# Small sets that train in minutes on a 2-core CPU.
+@register_hparams()
+def transformer_tiny() -> HParams:
+    return transformer_base().replace(num_hidden_layers=2, hidden_size=128, filter_size=512,
+                                      num_heads=4, batch_size=2048, max_length=64,
+                                      learning_rate_constant=2.0,
+                                      learning_rate_warmup_steps=400, train_steps=2000)
+
+
+@register_hparams()
+def transformer_small() -> HParams:
+    return transformer_base().replace(num_hidden_layers=3, hidden_size=256, filter_size=1024,
+                                      num_heads=4, batch_size=4096, max_length=128,
+                                      learning_rate_constant=2.0,
+                                      learning_rate_warmup_steps=1000, train_steps=10000)

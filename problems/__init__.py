@@ -1,0 +1,1 @@
+"""Registered problems (installed as ``t2t_lite.problems``)."""

@@ -1,0 +1,42 @@
+"""t2t-lite: the Transformer of "Attention Is All You Need" in TensorFlow 2 + Keras 3.
+
+The top-level folders ``problems/`` and ``hparams/`` install as ``t2t_lite.problems`` and
+``t2t_lite.hparams`` so that no generic top-level name is taken in site-packages.
+"""
+from setuptools import setup
+
+COMMANDS = {
+    "t2t-lite-info": "t2t_lite.commands.info:main",
+}
+
+setup(
+    name="t2t-lite",
+    version="0.1.0",
+    description="The Transformer (Vaswani et al., 2017) in TensorFlow 2 + Keras 3, tensor2tensor style",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10,<3.14",
+    packages=["t2t_lite", "t2t_lite.commands", "t2t_lite.layers", "t2t_lite.models",
+              "t2t_lite.problems", "t2t_lite.hparams"],
+    package_dir={
+        "t2t_lite": "t2t_lite",
+        "t2t_lite.problems": "problems",
+        "t2t_lite.hparams": "hparams",
+    },
+    install_requires=[
+        "tensorflow~=2.21.0",
+        "keras>=3.15,<4",
+        "tensorflow-text~=2.21.0",
+        "tensorflow-datasets>=4.9.9,<5",
+        "tensorboard~=2.21.0",
+        "sacrebleu>=2.4,<3",
+        "sentencepiece>=0.2,<0.3",
+        "num2words>=0.5.13,<0.6",
+        "tqdm>=4.66,<5",
+        "numpy>=1.26,<3",
+    ],
+    extras_require={
+        "test": ["pytest>=8,<10"],
+    },
+    entry_points={"console_scripts": [f"{name}={target}" for name, target in COMMANDS.items()]},
+)

@@ -1,0 +1,1 @@
+"""Command-line entry points; each command parses its own flags."""

@@ -1,0 +1,1 @@
+"""Keras layers of the Transformer."""

@@ -1,0 +1,38 @@
+"""Shared test fixtures: the real data under ../shared/data, and quiet TensorFlow logs."""
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATA = Path(os.environ.get("T2T_LITE_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+REQUIRE_SHARED_DATA = os.environ.get("T2T_LITE_REQUIRE_SHARED_DATA") == "1"
+
+
+def shared_data_dir(name: str) -> Path:
+    """``../shared/data/<name>``; skips the test when absent, fails when CI requires it."""
+    path = SHARED_DATA / name
+    if not path.is_dir():
+        message = (f"shared data {path} is absent (set T2T_LITE_SHARED_DATA to the folder "
+                   f"holding multi30k/, ptb_wsj_sample/, wmt_sgm_sample/)")
+        if REQUIRE_SHARED_DATA:
+            pytest.fail(message + "; T2T_LITE_REQUIRE_SHARED_DATA=1 requires it")
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture
+def multi30k_dir() -> Path:
+    return shared_data_dir("multi30k")
+
+
+@pytest.fixture
+def ptb_sample_dir() -> Path:
+    return shared_data_dir("ptb_wsj_sample")
+
+
+@pytest.fixture
+def wmt_sgm_dir() -> Path:
+    return shared_data_dir("wmt_sgm_sample")
