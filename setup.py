@@ -17,6 +17,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
     packages=["t2t_lite", "t2t_lite.commands", "t2t_lite.layers", "t2t_lite.models",
+              "t2t_lite.decoding",
               "t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.metrics", "t2t_lite.parsing"],
     package_dir={
         "t2t_lite": "t2t_lite",
