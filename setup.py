@@ -7,6 +7,7 @@ from setuptools import setup
 
 COMMANDS = {
     "t2t-lite-info": "t2t_lite.commands.info:main",
+    "t2t-lite-datagen": "t2t_lite.commands.datagen:main",
 }
 
 setup(
@@ -17,6 +18,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
     packages=["t2t_lite", "t2t_lite.commands", "t2t_lite.layers", "t2t_lite.models",
+              "t2t_lite.data",
               "t2t_lite.decoding",
               "t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.metrics", "t2t_lite.parsing"],
     package_dir={

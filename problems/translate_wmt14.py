@@ -1,0 +1,112 @@
+"""The paper's WMT14 problems: translate_ende_wmt14 (BPE 37,000) and translate_enfr_wmt14
+(32,000 word-pieces).
+
+Training corpora come from the official tgz/tar archives, read through their real member
+names; dev is newstest2013 and test newstest2014, read from the SGML (``<seg id=..>``)
+files inside the official dev and test archives. Members are extracted once into
+``tmp_dir/<archive>.extracted/``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from pathlib import Path
+from typing import Iterator, Tuple
+
+from t2t_lite.data.problem import TranslationProblem, VocabSpec
+from t2t_lite.data.raw import (RawFile, TextPair, extract_members, read_parallel_lines,
+                               read_parallel_sgm)
+from t2t_lite.registry import register_problem
+
+EUROPARL = RawFile("training-parallel-europarl-v7.tgz",
+                   "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz")
+COMMONCRAWL = RawFile("training-parallel-commoncrawl.tgz",
+                      "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz")
+NEWS_COMMENTARY_V9 = RawFile("training-parallel-nc-v9.tgz",
+                             "http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz")
+UN = RawFile("training-parallel-un.tgz", "http://www.statmt.org/wmt13/training-parallel-un.tgz")
+GIGA_FREN = RawFile("training-giga-fren.tar", "http://www.statmt.org/wmt10/training-giga-fren.tar")
+DEV = RawFile("dev.tgz", "http://www.statmt.org/wmt14/dev.tgz")
+TEST = RawFile("test-full.tgz", "http://www.statmt.org/wmt14/test-full.tgz")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchivePair:
+    """Aligned source and target members of one archive (plain, ``.gz``, or ``.sgm``)."""
+
+    archive: RawFile
+    source_member: str
+    target_member: str
+
+    def read(self, tmp_dir: Path) -> Iterator[TextPair]:
+        out_dir = Path(tmp_dir) / (self.archive.name + ".extracted")
+        paths = extract_members(Path(tmp_dir) / self.archive.name,
+                                [self.source_member, self.target_member], out_dir,
+                                url=self.archive.url)
+        source, target = paths[self.source_member], paths[self.target_member]
+        if self.source_member.endswith(".sgm"):
+            return read_parallel_sgm(source, target)
+        return read_parallel_lines(source, target)
+
+
+def _europarl(pair: str, src: str, tgt: str) -> ArchivePair:
+    return ArchivePair(EUROPARL, f"training/europarl-v7.{pair}.{src}",
+                       f"training/europarl-v7.{pair}.{tgt}")
+
+
+def _commoncrawl(pair: str, src: str, tgt: str) -> ArchivePair:
+    return ArchivePair(COMMONCRAWL, f"commoncrawl.{pair}.{src}", f"commoncrawl.{pair}.{tgt}")
+
+
+def _news_commentary(pair: str, src: str, tgt: str) -> ArchivePair:
+    return ArchivePair(NEWS_COMMENTARY_V9, f"training/news-commentary-v9.{pair}.{src}",
+                       f"training/news-commentary-v9.{pair}.{tgt}")
+
+
+class Wmt14Problem(TranslationProblem):
+    """Shared reading code: train = concatenated corpora, dev/test = SGML test sets."""
+
+    train_corpora: Tuple[ArchivePair, ...] = ()
+    dev_set: ArchivePair
+    test_set: ArchivePair
+    max_length = 1024
+    train_shards = 100
+
+    def raw_files(self) -> Tuple[RawFile, ...]:
+        archives = [c.archive for c in self.train_corpora] + [self.dev_set.archive,
+                                                              self.test_set.archive]
+        return tuple(dict.fromkeys(archives))
+
+    def text_pairs(self, split: str, tmp_dir: Path) -> Iterator[TextPair]:
+        self.check_split(split)
+        if split == "train":
+            return itertools.chain.from_iterable(c.read(tmp_dir) for c in self.train_corpora)
+        return (self.dev_set if split == "dev" else self.test_set).read(tmp_dir)
+
+
+@register_problem("translate_ende_wmt14")
+class TranslateEndeWmt14(Wmt14Problem):
+    """WMT14 EN->DE (~4.5M pairs): Europarl v7, Common Crawl, News Commentary v9; BPE 37,000."""
+
+    vocab_spec = VocabSpec(kind="sentencepiece", size=37000)
+    train_corpora = (_europarl("de-en", "en", "de"), _commoncrawl("de-en", "en", "de"),
+                     _news_commentary("de-en", "en", "de"))
+    dev_set = ArchivePair(DEV, "dev/newstest2013-src.en.sgm", "dev/newstest2013-ref.de.sgm")
+    test_set = ArchivePair(TEST, "test-full/newstest2014-deen-src.en.sgm",
+                           "test-full/newstest2014-deen-ref.de.sgm")
+
+
+@register_problem("translate_enfr_wmt14")
+class TranslateEnfrWmt14(Wmt14Problem):
+    """WMT14 EN->FR (~36M pairs): the EN-DE sources plus UN and 10^9 French-English; 32,000
+    word-pieces."""
+
+    vocab_spec = VocabSpec(kind="wordpiece", size=32000)
+    train_corpora = (_europarl("fr-en", "en", "fr"), _commoncrawl("fr-en", "en", "fr"),
+                     _news_commentary("fr-en", "en", "fr"),
+                     ArchivePair(UN, "un/undoc.2000.fr-en.en", "un/undoc.2000.fr-en.fr"),
+                     ArchivePair(GIGA_FREN, "giga-fren.release2.fixed.en.gz",
+                                 "giga-fren.release2.fixed.fr.gz"))
+    dev_set = ArchivePair(DEV, "dev/newstest2013-src.en.sgm", "dev/newstest2013-ref.fr.sgm")
+    test_set = ArchivePair(TEST, "test-full/newstest2014-fren-src.en.sgm",
+                           "test-full/newstest2014-fren-ref.fr.sgm")

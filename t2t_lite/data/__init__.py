@@ -1,0 +1,1 @@
+"""Problems, vocabularies, data generation and the input pipeline."""

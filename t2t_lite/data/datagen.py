@@ -1,0 +1,246 @@
+"""Data generation: raw text pairs -> vocabulary + shuffled TFRecord shards + a summary.
+
+``generate(problem_name, data_dir, tmp_dir)`` is what ``t2t-lite-datagen`` and the
+trainer's ``--generate_data`` call. Per split it writes the shards, a stats file
+``<problem>-<split>.json`` (written last: its presence marks the split complete, so a
+re-run reuses it) and, for every split except ``train``, the kept raw text
+``<problem>-<split>.source.txt`` / ``.target.txt`` for BLEU. Examples that cannot be used
+are dropped and counted by reason, with the file and line of the first occurrence.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
+
+from tqdm import tqdm
+
+from t2t_lite.data.raw import TextPair, fetch_raw_files
+from t2t_lite.data.records import ShuffledShardWriter, shard_paths
+
+if TYPE_CHECKING:
+    from t2t_lite.data.problem import Problem
+
+DROP_EMPTY = "empty line"
+DROP_UTF8 = "invalid UTF-8"
+DROP_LONG = "longer than max_length"
+_ENCODE_BATCH = 4096
+
+
+@dataclasses.dataclass
+class DropCount:
+    """How many examples were dropped for one reason, and where the first one was."""
+
+    count: int
+    first: str  # "train.en.gz line 17"
+
+
+@dataclasses.dataclass
+class SplitSummary:
+    """The result of generating one split."""
+
+    split: str
+    examples: int
+    shards: List[str]
+    dropped: Dict[str, DropCount] = dataclasses.field(default_factory=dict)
+    max_input_length: int = 0   # longest kept sequence, tokens without EOS
+    max_target_length: int = 0
+    reused: bool = False
+
+    def to_json(self) -> str:
+        values = dataclasses.asdict(self)
+        values.pop("reused")
+        return json.dumps(values, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "SplitSummary":
+        values = json.loads(text)
+        values["dropped"] = {k: DropCount(**v) for k, v in values["dropped"].items()}
+        return cls(**values)
+
+
+@dataclasses.dataclass
+class DatagenSummary:
+    """The result of ``generate``: vocabulary and per-split counts."""
+
+    problem: str
+    data_dir: str
+    vocab_file: str
+    vocab_size: int
+    vocab_reused: bool
+    splits: Dict[str, SplitSummary]
+    skipped_splits: Dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def format(self) -> str:
+        """A human-readable report."""
+        lines = [f"problem {self.problem} -> {self.data_dir}",
+                 f"vocabulary: {self.vocab_size} tokens in {self.vocab_file}"
+                 + (" (reused)" if self.vocab_reused else "")]
+        for summary in self.splits.values():
+            dropped = sum(d.count for d in summary.dropped.values())
+            lines.append(f"{summary.split}: {summary.examples:,} examples in "
+                         f"{len(summary.shards)} shard(s), {dropped:,} dropped"
+                         + (" (reused)" if summary.reused else ""))
+            for reason, drop in summary.dropped.items():
+                lines.append(f"    {reason}: {drop.count:,} (first: {drop.first})")
+        for split, why in self.skipped_splits.items():
+            lines.append(f"{split}: skipped ({why})")
+        return "\n".join(lines)
+
+
+def generate(problem_name: str, data_dir: Union[str, Path], tmp_dir: Union[str, Path], *,
+             download: bool = True) -> DatagenSummary:
+    """Generates the data of the registered problem ``problem_name``; see the module doc."""
+    from t2t_lite.data.problem import get_problem
+    return generate_problem_data(get_problem(problem_name), data_dir, tmp_dir, download=download)
+
+
+def clean_pairs(pairs: Iterator[TextPair], dropped: Dict[str, DropCount]
+                ) -> Iterator[Tuple[str, str, TextPair]]:
+    """Decoded (source, target) of usable pairs; counts the dropped ones in ``dropped``."""
+    for pair in pairs:
+        texts = []
+        for text, file in ((pair.source, pair.source_file), (pair.target, pair.target_file)):
+            if isinstance(text, bytes):
+                try:
+                    text = text.decode("utf-8")
+                except UnicodeDecodeError:
+                    _count(dropped, DROP_UTF8, f"{file} line {pair.line}")
+                    break
+            if not text.strip():
+                _count(dropped, DROP_EMPTY, f"{file} line {pair.line}")
+                break
+            texts.append(text)
+        else:
+            yield texts[0], texts[1], pair
+
+
+def _count(dropped: Dict[str, DropCount], reason: str, where: str) -> None:
+    if reason in dropped:
+        dropped[reason].count += 1
+    else:
+        dropped[reason] = DropCount(1, where)
+
+
+def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
+                          tmp_dir: Union[str, Path], *, download: bool = True) -> DatagenSummary:
+    """Fetches/locates raw files, builds or reuses the vocabulary, writes every split."""
+    data_dir, tmp_dir = Path(data_dir), Path(tmp_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    found = fetch_raw_files(problem.raw_files(), tmp_dir, download=download)
+    splits = problem.available_splits(found)
+    skipped = {split: "its raw files are absent" for split in problem.splits if split not in splits}
+
+    vocab_path = problem.vocab_path(data_dir)
+    vocab_reused = vocab_path.exists()
+    if vocab_reused:
+        vocab = problem.load_vocab(data_dir)
+    else:
+        texts = _vocab_texts(problem, tmp_dir)
+        vocab = problem.build_vocab(texts, data_dir)
+
+    summaries = {}
+    for split in splits:
+        previous = _load_complete(problem, data_dir, split)
+        if previous is not None and vocab_reused:
+            previous.reused = True
+            summaries[split] = previous
+        else:
+            summaries[split] = _write_split(problem, vocab, data_dir, tmp_dir, split)
+    return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
+                          vocab_reused, summaries, skipped)
+
+
+def _vocab_texts(problem: "Problem", tmp_dir: Path) -> Iterator[str]:
+    pairs = tqdm(problem.text_pairs("train", tmp_dir), desc="vocabulary: reading train",
+                 unit=" pairs", mininterval=2.0)
+    for source, target, _ in clean_pairs(pairs, {}):
+        yield source
+        yield target
+
+
+def stats_path(data_dir: Union[str, Path], problem_name: str, split: str) -> Path:
+    return Path(data_dir) / f"{problem_name}-{split}.json"
+
+
+def text_paths(data_dir: Union[str, Path], problem_name: str, split: str) -> Tuple[Path, Path]:
+    """Where the kept raw (source, target) text of a non-train split is stored."""
+    base = Path(data_dir) / f"{problem_name}-{split}"
+    return base.with_name(base.name + ".source.txt"), base.with_name(base.name + ".target.txt")
+
+
+def load_split_summary(data_dir: Union[str, Path], problem_name: str,
+                       split: str) -> SplitSummary:
+    """The stats of a generated split; a clear error when datagen has not produced it."""
+    path = stats_path(data_dir, problem_name, split)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path} does not exist: split {split!r} of {problem_name} has not been generated "
+            f"in {data_dir}; run t2t-lite-datagen --problem={problem_name} --data_dir={data_dir}")
+    return SplitSummary.from_json(path.read_text(encoding="utf-8"))
+
+
+def _load_complete(problem: "Problem", data_dir: Path, split: str) -> Optional[SplitSummary]:
+    path = stats_path(data_dir, problem.name, split)
+    if not path.exists():
+        return None
+    summary = SplitSummary.from_json(path.read_text(encoding="utf-8"))
+    if all((data_dir / shard).exists() for shard in summary.shards):
+        return summary
+    return None
+
+
+def _write_split(problem: "Problem", vocab, data_dir: Path, tmp_dir: Path,
+                 split: str) -> SplitSummary:
+    stats_path(data_dir, problem.name, split).unlink(missing_ok=True)
+    paths = shard_paths(data_dir, problem.name, split, problem.num_shards(split))
+    dropped: Dict[str, DropCount] = {}
+    summary = SplitSummary(split, 0, [p.name for p in paths], dropped)
+    keep_text = split != "train"
+    text_files = text_paths(data_dir, problem.name, split)
+    text_tmp = [p.with_name(p.name + ".tmp") for p in text_files]
+    handles = [open(p, "w", encoding="utf-8") for p in text_tmp] if keep_text else []
+    pairs = tqdm(problem.text_pairs(split, tmp_dir), desc=f"{split}: encoding", unit=" pairs",
+                 mininterval=2.0)
+    try:
+        with ShuffledShardWriter(paths, seed=zlib.crc32(f"{problem.name}/{split}".encode())) as writer:
+            batch: List[Tuple[str, str, TextPair]] = []
+            for item in clean_pairs(pairs, dropped):
+                batch.append(item)
+                if keep_text:
+                    handles[0].write(item[0] + "\n")
+                    handles[1].write(item[1] + "\n")
+                if len(batch) == _ENCODE_BATCH:
+                    _encode_and_write(problem, vocab, batch, writer, summary)
+                    batch = []
+            if batch:
+                _encode_and_write(problem, vocab, batch, writer, summary)
+    finally:
+        for handle in handles:
+            handle.close()
+    for tmp, final in zip(text_tmp, text_files if keep_text else ()):
+        os.replace(tmp, final)
+    path = stats_path(data_dir, problem.name, split)
+    path.with_name(path.name + ".tmp").write_text(summary.to_json(), encoding="utf-8")
+    os.replace(path.with_name(path.name + ".tmp"), path)
+    return summary
+
+
+def _encode_and_write(problem: "Problem", vocab, batch, writer: ShuffledShardWriter,
+                      summary: SplitSummary) -> None:
+    sources = vocab.encode_batch([source for source, _, _ in batch])
+    targets = vocab.encode_batch([target for _, target, _ in batch])
+    limit = problem.max_length - 1  # room for EOS
+    for (_, _, pair), source, target in zip(batch, sources, targets):
+        if len(source) > limit or len(target) > limit:
+            file = pair.source_file if len(source) > limit else pair.target_file
+            _count(summary.dropped, f"{DROP_LONG} ({problem.max_length} tokens with EOS)",
+                   f"{file} line {pair.line}")
+            continue
+        writer.write(source, target)
+        summary.examples += 1
+        summary.max_input_length = max(summary.max_input_length, len(source))
+        summary.max_target_length = max(summary.max_target_length, len(target))

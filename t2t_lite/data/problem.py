@@ -1,0 +1,159 @@
+"""The problem API: what data a task needs, how it becomes ids, and how it is scored.
+
+A problem is a class registered with ``@register_problem("name")``. It declares the raw
+files it needs (``raw_files``), yields aligned (source, target) text per split
+(``text_pairs``), owns a shared source/target vocabulary (``VocabSpec``), its datagen
+length limit, shard counts, evaluation metrics and decoding defaults. Translation and
+parsing problems share this API; only their raw readers, vocabularies and metrics differ.
+
+    problem = get_problem("translate_ende_multi30k")
+    summary = problem.generate_data(data_dir, tmp_dir)
+    vocab = problem.load_vocab(data_dir)       # a tf.Module: tokenize / detokenize in graph
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import ClassVar, Iterable, Iterator, Mapping, Optional, Tuple, Union
+
+from t2t_lite.data import datagen
+from t2t_lite.data.raw import RawFile, TextPair
+from t2t_lite.data.vocab import (SPM_SUFFIX, WORDPIECE_SUFFIX, Vocabulary, load_vocabulary,
+                                 train_sentencepiece, train_wordpiece)
+from t2t_lite.registry import PROBLEMS
+
+VOCAB_KINDS = ("sentencepiece", "wordpiece")
+TRANSLATION_DECODE_DEFAULTS = {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabSpec:
+    """How a problem's shared vocabulary is built."""
+
+    kind: str = "sentencepiece"      # "sentencepiece" (BPE) or "wordpiece"
+    size: int = 8000                 # target size (exact for BPE, an upper bound for word-pieces)
+    byte_fallback: bool = True       # BPE only: unseen characters survive as bytes
+    max_sentences: int = 2_000_000   # sentences (source and target) sampled for training it
+
+    def __post_init__(self):
+        if self.kind not in VOCAB_KINDS:
+            raise ValueError(f"VocabSpec.kind must be one of {VOCAB_KINDS}, got {self.kind!r}")
+        if self.size <= 3:
+            raise ValueError(f"VocabSpec.size must exceed the 3 reserved ids, got {self.size}")
+
+
+class Problem:
+    """Base class of every problem; subclasses set the class attributes and readers."""
+
+    splits: ClassVar[Tuple[str, ...]] = ("train", "dev", "test")
+    vocab_spec: ClassVar[VocabSpec] = VocabSpec()
+    max_length: ClassVar[int] = 1024          # datagen drops longer examples (tokens + EOS)
+    train_shards: ClassVar[int] = 10
+    eval_shards: ClassVar[int] = 1
+    eval_metrics: ClassVar[Tuple[str, ...]] = ()
+    decode_defaults: ClassVar[Mapping[str, float]] = {}
+
+    def __init__(self, vocab_spec: Optional[VocabSpec] = None):
+        """``vocab_spec`` replaces the class's (e.g. a small vocabulary for a miniature corpus)."""
+        if vocab_spec is not None:
+            self.vocab_spec = vocab_spec
+
+    @property
+    def name(self) -> str:
+        """The registered name of this problem's class."""
+        for name in PROBLEMS.names():
+            if PROBLEMS.get(name) is type(self):
+                return name
+        raise LookupError(f"{type(self).__name__} is not registered; decorate it with "
+                          f"@register_problem('name') in a module listed in problems/__init__.py")
+
+    @property
+    def vocab_size(self) -> int:
+        """The configured vocabulary size; ``load_vocab(data_dir).vocab_size`` is the built one."""
+        return self.vocab_spec.size
+
+    # Raw data ------------------------------------------------------------------------
+    def raw_files(self) -> Tuple[RawFile, ...]:
+        """Files needed in ``tmp_dir`` (none for generated problems)."""
+        return ()
+
+    def available_splits(self, found: Mapping[str, Path]) -> Tuple[str, ...]:
+        """The splits whose raw files are present (``found``: file name -> path)."""
+        return self.splits
+
+    def text_pairs(self, split: str, tmp_dir: Path) -> Iterator[TextPair]:
+        """Aligned (source, target) text of ``split`` read from ``tmp_dir``."""
+        raise NotImplementedError
+
+    def num_shards(self, split: str) -> int:
+        return self.train_shards if split == "train" else self.eval_shards
+
+    def check_split(self, split: str) -> None:
+        if split not in self.splits:
+            raise ValueError(f"problem {self.name} has no split {split!r}; "
+                             f"its splits: {', '.join(self.splits)}")
+
+    # Vocabulary ----------------------------------------------------------------------
+    @property
+    def vocab_filename(self) -> str:
+        suffix = SPM_SUFFIX if self.vocab_spec.kind == "sentencepiece" else WORDPIECE_SUFFIX
+        return f"vocab.{self.name}.{self.vocab_spec.size}{suffix}"
+
+    def vocab_path(self, data_dir: Union[str, Path]) -> Path:
+        return Path(data_dir) / self.vocab_filename
+
+    def build_vocab(self, texts: Iterable[str], data_dir: Union[str, Path]) -> Vocabulary:
+        """Trains the shared vocabulary on ``texts`` and writes it into ``data_dir``."""
+        spec = self.vocab_spec
+        if spec.kind == "sentencepiece":
+            return train_sentencepiece(texts, self.vocab_path(data_dir), spec.size,
+                                       byte_fallback=spec.byte_fallback,
+                                       max_sentences=spec.max_sentences)
+        return train_wordpiece(texts, self.vocab_path(data_dir), spec.size,
+                               max_sentences=spec.max_sentences)
+
+    def load_vocab(self, data_dir: Union[str, Path]) -> Vocabulary:
+        """The vocabulary written by datagen into ``data_dir`` (or a run directory)."""
+        return load_vocabulary(self.vocab_path(data_dir))
+
+    # Generated data ------------------------------------------------------------------
+    def generate_data(self, data_dir: Union[str, Path], tmp_dir: Union[str, Path], *,
+                      download: bool = True) -> "datagen.DatagenSummary":
+        """Builds the vocabulary and the TFRecord shards of every split; see ``datagen``."""
+        return datagen.generate_problem_data(self, data_dir, tmp_dir, download=download)
+
+    def shard_files(self, data_dir: Union[str, Path], split: str) -> Tuple[Path, ...]:
+        self.check_split(split)
+        summary = datagen.load_split_summary(data_dir, self.name, split)
+        return tuple(Path(data_dir) / shard for shard in summary.shards)
+
+
+class TranslationProblem(Problem):
+    """A text-to-text translation problem scored with BLEU."""
+
+    eval_metrics = ("bleu",)
+    decode_defaults = TRANSLATION_DECODE_DEFAULTS
+
+
+def get_problem(name: str) -> Problem:
+    """An instance of the registered problem ``name`` (unknown names list the known ones)."""
+    return PROBLEMS.get(name)()
+
+
+def eval_text(problem: Problem, data_dir: Union[str, Path],
+              split: str) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """The raw (sources, references) of a non-train split, in corpus order, for BLEU.
+
+    Holds every usable pair of the split, including those dropped from the TFRecords for
+    length (a BLEU figure is over the whole test set).
+    """
+    problem.check_split(split)
+    if split == "train":
+        raise ValueError("eval_text serves dev/test splits; train text is not kept")
+    source_path, target_path = datagen.text_paths(data_dir, problem.name, split)
+    if not source_path.exists():
+        datagen.load_split_summary(data_dir, problem.name, split)  # raises the clear error
+        raise FileNotFoundError(f"{source_path} is missing; re-run t2t-lite-datagen "
+                                f"--problem={problem.name} --data_dir={data_dir}")
+    read = lambda path: tuple(path.read_bytes().decode("utf-8").split("\n")[:-1])
+    return read(source_path), read(target_path)
