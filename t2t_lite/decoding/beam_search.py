@@ -8,9 +8,11 @@ at step 0) to ``symbols_to_logits_fn(ids [b*k], i, states) -> (logits [b*k, V], 
 and extends the hypotheses by one token, so a hypothesis has length ``i + 1`` (EOS
 included) after step ``i``. Log-probabilities accumulate; a hypothesis of length ``n``
 scores ``log P / length_penalty(n, alpha)`` with GNMT's ``((5 + n) / 6) ** alpha``. The
-top ``2k`` candidates of the ``k * V`` extensions are taken; those ending in EOS compete
-with the finished hypotheses for the ``k`` finished slots (ties keep the older one, so the
-best finished hypothesis is never dropped), the others give the ``k`` alive ones. At a
+top ``2k`` candidates of the ``k * V`` extensions are taken; those ending in EOS that rank
+among the best ``k`` of them (the hypotheses a plain top-k beam would keep) compete with
+the finished hypotheses for the ``k`` finished slots (ties keep the older one, so the best
+finished hypothesis is never dropped); the ``k`` best candidates not ending in EOS become
+the alive ones. With ``k = 1`` and ``alpha = 0`` this is exactly greedy decoding. At a
 sentence's last position (step ``decode_length - 1``) only EOS may be chosen, so every
 hypothesis is EOS-terminated within ``decode_length`` tokens.
 
@@ -122,8 +124,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         new_states = tf.nest.map_structure(
             lambda state: tf.gather(state, tf.reshape(origin, [-1])), new_states)
 
-        # Finished: the k best of the old finished and the candidates ending in EOS.
-        new_flags = top_is_eos & top_exists
+        # Finished: the k best of the old finished and the candidates ending in EOS that
+        # rank among the k best candidates (so that beam 1 is greedy).
+        new_flags = top_is_eos & top_exists & (tf.range(num_candidates) < k)
         all_flags = tf.concat([finished_flags, new_flags], axis=1)
         all_scores = tf.concat([finished_scores, top_scores], axis=1)
         all_keys = tf.where(all_flags, all_scores, -float("inf"))
