@@ -1,0 +1,219 @@
+"""Multi-head scaled dot-product attention with fused projections and a decoding cache.
+
+Shapes (b batch, q query length, k key length, h heads, d_k = key_channels / h,
+d_v = value_channels / h, L the preallocated decode length):
+
+* self-attention: ``query`` [b, q, d_in] -> output [b, q, output_channels]; one fused
+  kernel ``qkv_kernel`` [d_in, 2 * key_channels + value_channels] projects Q, K and V.
+* encoder-decoder attention: ``query`` [b, q, d_in], ``memory`` [b, k, d_mem]; kernels
+  ``q_kernel`` [d_in, key_channels] and fused ``kv_kernel`` [d_mem, key_channels +
+  value_channels].
+* ``output_kernel`` [value_channels, output_channels]. No biases (as tensor2tensor).
+* masks are boolean, True where a query may attend to a key, broadcastable to
+  [b, h, q, k] (see ``padding_mask`` and ``causal_mask``).
+
+Channel c of a projection belongs to head ``c // d`` (row-major ``reshape(..., h, d)``),
+so the weights map onto ``keras.layers.MultiHeadAttention(num_heads=h, key_dim=d_k,
+value_dim=d_v, use_bias=False)`` by a split and a reshape (``to_keras_mha_kernels``):
+
+    query  = qkv_kernel[:, :K].reshape(d_in, h, d_k)       (or q_kernel)
+    key    = qkv_kernel[:, K:2K].reshape(d_in, h, d_k)     (or kv_kernel[:, :K])
+    value  = qkv_kernel[:, 2K:].reshape(d_in, h, d_v)      (or kv_kernel[:, K:])
+    output = output_kernel.reshape(h, d_v, output_channels)
+
+with K = key_channels.
+
+Incremental decoding: ``self_attention_step`` writes the new key and value at position
+``step`` of a preallocated cache [b, L, h, d] with ``keras.ops.slice_update`` (an XLA
+dynamic-update-slice) and attends over positions <= step; ``memory_attention`` attends
+with keys and values computed once by ``project_memory``.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+
+def padding_mask(ids: tf.Tensor, pad_id: int = 0) -> tf.Tensor:
+    """ids [b, k] -> bool [b, 1, 1, k], True at real (non-padding) keys."""
+    return ops.not_equal(ids, pad_id)[:, None, None, :]
+
+
+def causal_mask(length) -> tf.Tensor:
+    """bool [1, 1, length, length], True where key position <= query position."""
+    positions = ops.arange(length)
+    return (positions[None, :] <= positions[:, None])[None, None, :, :]
+
+
+def large_negative(dtype) -> float:
+    """A logit that softmax turns into exactly zero weight, representable in ``dtype``."""
+    return -3e4 if tf.as_dtype(dtype) == tf.float16 else -1e9
+
+
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention (Vaswani et al., 2017, section 3.2.2) without biases.
+
+    Args:
+      num_heads: h.
+      key_channels: total query/key channels over heads, d_k * h.
+      value_channels: total value channels over heads, d_v * h.
+      output_channels: channels of the output projection.
+      dropout: dropout rate on the attention weights (training only).
+      self_attention: True for self-attention (fused Q,K,V kernel), False for
+        encoder-decoder attention (Q kernel and fused K,V kernel).
+    """
+
+    def __init__(self, num_heads: int, key_channels: int, value_channels: int,
+                 output_channels: int, dropout: float = 0.0, self_attention: bool = True,
+                 **kwargs):
+        super().__init__(**kwargs)
+        for name, channels in (("key_channels", key_channels),
+                               ("value_channels", value_channels)):
+            if channels % num_heads:
+                raise ValueError(f"{name} ({channels}) must be divisible by num_heads "
+                                 f"({num_heads})")
+        self.num_heads = num_heads
+        self.key_channels = key_channels
+        self.value_channels = value_channels
+        self.output_channels = output_channels
+        self.dropout = dropout
+        self.self_attention = self_attention
+        self.key_depth = key_channels // num_heads
+        self.value_depth = value_channels // num_heads
+        self._dropout = keras.layers.Dropout(dropout)
+
+    def build(self, query_shape, memory_shape=None):
+        d_in = query_shape[-1]
+        k, v = self.key_channels, self.value_channels
+        init = keras.initializers.GlorotUniform()
+        if self.self_attention:
+            self.qkv_kernel = self.add_weight(name="qkv_kernel", shape=(d_in, 2 * k + v),
+                                              initializer=init)
+        else:
+            d_mem = d_in if memory_shape is None else memory_shape[-1]
+            self.q_kernel = self.add_weight(name="q_kernel", shape=(d_in, k),
+                                            initializer=init)
+            self.kv_kernel = self.add_weight(name="kv_kernel", shape=(d_mem, k + v),
+                                             initializer=init)
+        self.output_kernel = self.add_weight(name="output_kernel",
+                                             shape=(v, self.output_channels),
+                                             initializer=init)
+
+    # Projections -----------------------------------------------------------------
+    def _split_heads(self, x, depth):
+        """[b, n, h * depth] -> [b, n, h, depth]."""
+        shape = ops.shape(x)
+        return ops.reshape(x, (shape[0], shape[1], self.num_heads, depth))
+
+    def _kernel(self, variable):
+        return ops.cast(variable, self.compute_dtype)
+
+    def project_self(self, x) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """x [b, n, d_in] -> q [b, n, h, d_k], k [b, n, h, d_k], v [b, n, h, d_v]."""
+        qkv = ops.matmul(x, self._kernel(self.qkv_kernel))
+        kc = self.key_channels
+        return (self._split_heads(qkv[..., :kc], self.key_depth),
+                self._split_heads(qkv[..., kc:2 * kc], self.key_depth),
+                self._split_heads(qkv[..., 2 * kc:], self.value_depth))
+
+    def project_query(self, x) -> tf.Tensor:
+        """x [b, n, d_in] -> q [b, n, h, d_k] (encoder-decoder attention)."""
+        return self._split_heads(ops.matmul(x, self._kernel(self.q_kernel)), self.key_depth)
+
+    def project_memory(self, memory) -> Tuple[tf.Tensor, tf.Tensor]:
+        """memory [b, k, d_mem] -> keys [b, k, h, d_k], values [b, k, h, d_v]."""
+        memory = ops.cast(memory, self.compute_dtype)
+        kv = ops.matmul(memory, self._kernel(self.kv_kernel))
+        kc = self.key_channels
+        return (self._split_heads(kv[..., :kc], self.key_depth),
+                self._split_heads(kv[..., kc:], self.value_depth))
+
+    # Attention core --------------------------------------------------------------
+    def attend(self, q, k, v, mask=None, training=False):
+        """q [b, q, h, d_k], k [b, k, h, d_k], v [b, k, h, d_v], mask bool broadcastable
+        to [b, h, q, k] -> (output [b, q, output_channels], weights float32 [b, h, q, k])."""
+        q = q * ops.cast(self.key_depth ** -0.5, q.dtype)
+        logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32")
+        if mask is not None:
+            logits = ops.where(mask, logits, large_negative("float32"))
+        weights = ops.softmax(logits, axis=-1)
+        dropped = self._dropout(ops.cast(weights, self.compute_dtype), training=training)
+        context = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
+        shape = ops.shape(context)
+        context = ops.reshape(context, (shape[0], shape[1], self.value_channels))
+        return ops.matmul(context, self._kernel(self.output_kernel)), weights
+
+    def call(self, query, memory=None, attention_mask=None, training=False,
+             return_attention_weights=False):
+        """query [b, q, d_in], memory [b, k, d_mem] (encoder-decoder attention only),
+        attention_mask bool broadcastable to [b, h, q, k] -> output [b, q, output_channels]
+        (and weights [b, h, q, k] when ``return_attention_weights``)."""
+        if self.self_attention:
+            if memory is not None:
+                raise ValueError("a self-attention layer takes no memory")
+            q, k, v = self.project_self(query)
+        else:
+            if memory is None:
+                raise ValueError("an encoder-decoder attention layer needs memory")
+            q = self.project_query(query)
+            k, v = self.project_memory(memory)
+        output, weights = self.attend(q, k, v, attention_mask, training=training)
+        return (output, weights) if return_attention_weights else output
+
+    # Incremental decoding --------------------------------------------------------
+    def initial_cache(self, batch_size, max_length: int) -> Dict[str, tf.Tensor]:
+        """Zeroed self-attention cache: {"k": [b, L, h, d_k], "v": [b, L, h, d_v]}."""
+        dtype = self.compute_dtype
+        return {"k": ops.zeros((batch_size, max_length, self.num_heads, self.key_depth), dtype),
+                "v": ops.zeros((batch_size, max_length, self.num_heads, self.value_depth),
+                               dtype)}
+
+    def self_attention_step(self, x, step, cache: Dict[str, tf.Tensor]):
+        """One decoding position. x [b, 1, d_in], step int32 scalar, cache from
+        ``initial_cache`` -> (output [b, 1, output_channels], new cache). Keys and values
+        are written at ``step``; positions > step are masked."""
+        q, k, v = self.project_self(x)
+        step = ops.cast(step, "int32")
+        start = (0, step, 0, 0)
+        keys = ops.slice_update(cache["k"], start, ops.cast(k, cache["k"].dtype))
+        values = ops.slice_update(cache["v"], start, ops.cast(v, cache["v"].dtype))
+        visible = (ops.arange(ops.shape(keys)[1]) <= step)[None, None, None, :]
+        output, _ = self.attend(q, keys, values, visible)
+        return output, {"k": keys, "v": values}
+
+    def memory_attention(self, x, keys, values, mask):
+        """Encoder-decoder attention with precomputed memory keys/values.
+        x [b, q, d_in], keys [b, k, h, d_k], values [b, k, h, d_v], mask broadcastable to
+        [b, h, q, k] -> output [b, q, output_channels]."""
+        output, _ = self.attend(self.project_query(x), keys, values, mask)
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_heads=self.num_heads, key_channels=self.key_channels,
+                      value_channels=self.value_channels,
+                      output_channels=self.output_channels, dropout=self.dropout,
+                      self_attention=self.self_attention)
+        return config
+
+
+def to_keras_mha_kernels(layer: MultiHeadAttention) -> Dict[str, np.ndarray]:
+    """The kernels of ``layer`` as ``keras.layers.MultiHeadAttention(use_bias=False)``
+    stores them: {"query": [d_in, h, d_k], "key": [d_mem, h, d_k], "value": [d_mem, h, d_v],
+    "output": [h, d_v, output_channels]} (numpy arrays)."""
+    h, dk, dv, kc = layer.num_heads, layer.key_depth, layer.value_depth, layer.key_channels
+    if layer.self_attention:
+        qkv = ops.convert_to_numpy(layer.qkv_kernel)
+        query, key, value = qkv[:, :kc], qkv[:, kc:2 * kc], qkv[:, 2 * kc:]
+    else:
+        kv = ops.convert_to_numpy(layer.kv_kernel)
+        query, key, value = ops.convert_to_numpy(layer.q_kernel), kv[:, :kc], kv[:, kc:]
+    return {"query": query.reshape(query.shape[0], h, dk),
+            "key": key.reshape(key.shape[0], h, dk),
+            "value": value.reshape(value.shape[0], h, dv),
+            "output": ops.convert_to_numpy(layer.output_kernel).reshape(
+                h, dv, layer.output_channels)}
