@@ -20,6 +20,7 @@ setup(
     packages=["t2t_lite", "t2t_lite.commands", "t2t_lite.layers", "t2t_lite.models",
               "t2t_lite.data",
               "t2t_lite.decoding",
+              "t2t_lite.training",
               "t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.metrics", "t2t_lite.parsing"],
     package_dir={
         "t2t_lite": "t2t_lite",

@@ -1,0 +1,1 @@
+"""Training pieces: loss, metrics, learning-rate schedule, optimizer, and the trainer."""

@@ -1,0 +1,76 @@
+"""Label-smoothed cross-entropy over non-padding target tokens (section 5.4).
+
+The smoothed target puts 1 - eps on the gold token and eps / (V - 1) on each other token
+(as tensor2tensor). The loss is the cross-entropy H(q, p) of that target with the model's
+distribution; tensor2tensor additionally subtracts the constant entropy H(q), which
+changes the reported value but not the gradients. Padding (label 0) never counts.
+Shapes: labels [b, t] int, logits [b, t, V].
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+PAD_ID = 0
+
+
+def token_cross_entropy(labels, logits, smoothing: float) -> tf.Tensor:
+    """labels [b, t], logits [b, t, V] -> float32 [b, t] smoothed cross-entropy per token
+    (padding positions included; mask them yourself)."""
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
+    vocab_size = logits.shape[-1]
+    if vocab_size is None or vocab_size < 2:
+        raise ValueError(f"logits need a static vocabulary dimension >= 2, got {vocab_size}")
+    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
+    labels = ops.cast(labels, "int32")
+    gold = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
+    if smoothing == 0.0:
+        return -gold
+    low = smoothing / (vocab_size - 1)
+    # sum_v q_v log p_v with q = low everywhere except 1 - eps at the gold token.
+    return -((1.0 - smoothing - low) * gold + low * ops.sum(log_probs, axis=-1))
+
+
+def label_smoothed_cross_entropy(labels, logits, smoothing: float,
+                                 pad_id: int = PAD_ID) -> Tuple[tf.Tensor, tf.Tensor]:
+    """labels [b, t] int, logits [b, t, V] -> (loss_sum, num_tokens), float32 scalars,
+    summed over the tokens whose label is not ``pad_id``."""
+    weights = ops.cast(ops.not_equal(ops.cast(labels, "int32"), pad_id), "float32")
+    losses = token_cross_entropy(labels, logits, smoothing)
+    return ops.sum(losses * weights), ops.sum(weights)
+
+
+class LabelSmoothedCrossEntropy(keras.losses.Loss):
+    """``keras.losses.Loss``: the mean smoothed cross-entropy over non-padding tokens.
+
+    ``loss(labels [b, t], logits [b, t, V])`` -> scalar. Works with Keras's default
+    ``sum_over_batch_size`` reduction (and its distribution scaling): each token's loss is
+    weighted by (b * t) / non-padding tokens, padding by 0.
+    """
+
+    def __init__(self, smoothing: float = 0.1, pad_id: int = PAD_ID,
+                 name: str = "label_smoothed_cross_entropy", **kwargs):
+        reduction = kwargs.pop("reduction", "sum_over_batch_size")
+        if reduction != "sum_over_batch_size":
+            raise ValueError("LabelSmoothedCrossEntropy averages over non-padding tokens; "
+                             f"only reduction='sum_over_batch_size' is supported, "
+                             f"got {reduction!r}")
+        super().__init__(name=name, reduction=reduction, **kwargs)
+        self.smoothing = smoothing
+        self.pad_id = pad_id
+
+    def call(self, y_true, y_pred):
+        labels = ops.cast(y_true, "int32")
+        weights = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
+        total = ops.cast(ops.size(weights), "float32")
+        scale = total / ops.maximum(ops.sum(weights), 1.0)
+        return token_cross_entropy(labels, y_pred, self.smoothing) * weights * scale
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(smoothing=self.smoothing, pad_id=self.pad_id)
+        return config
