@@ -4,7 +4,7 @@
 model), ``replace`` derives a new set, ``override_from_string`` parses
 ``"num_heads=4,label_smoothing=0.2"`` with type checking, and ``to_json``/``from_json``
 round-trip it so that a run directory can store it. An unknown key or a badly typed
-value raises ``HParamsError`` naming the key and the valid keys.
+value raises ``HParamsError`` naming the key and the valid keys (see ``typed_config``).
 
 Channel counts follow tensor2tensor: ``attention_key_channels`` and
 ``attention_value_channels`` are totals over all heads (d_k * h and d_v * h); 0 means
@@ -13,20 +13,24 @@ Channel counts follow tensor2tensor: ``attention_key_channels`` and
 from __future__ import annotations
 
 import dataclasses
-import json
-from typing import Any, Dict
+
+from t2t_lite.typed_config import ConfigError, TypedConfig
 
 POSITION_ENCODINGS = ("timing", "emb")
 LAYER_NORM_POSITIONS = ("post", "pre")
 
 
-class HParamsError(ValueError):
+class HParamsError(ConfigError):
     """An unknown hparams key, a badly typed value, or an inconsistent set."""
 
 
 @dataclasses.dataclass(frozen=True)
-class HParams:
+class HParams(TypedConfig):
     """Model, optimisation and batching hyperparameters (defaults: the paper's base model)."""
+
+    KIND = "hparam"
+    FLAG = "--hparams"
+    CONFIG_ERROR = HParamsError
 
     # Architecture.
     hidden_size: int = 512                    # d_model
@@ -57,40 +61,26 @@ class HParams:
     train_steps: int = 100000
     average_checkpoints: int = 5              # the paper averages the last 5 (base), 20 (big)
 
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            expected = _FIELD_TYPES[field.name]
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                object.__setattr__(self, field.name, float(value))
-            elif not _is_instance(value, expected):
-                raise HParamsError(f"hparam {field.name!r} must be {expected.__name__}, "
-                                   f"got {value!r}")
-        self._validate()
-
     def _validate(self) -> None:
-        def fail(message: str):
-            raise HParamsError(message)
-
         if self.pos not in POSITION_ENCODINGS:
-            fail(f"hparam 'pos' must be one of {POSITION_ENCODINGS}, got {self.pos!r}")
+            self._fail(f"hparam 'pos' must be one of {POSITION_ENCODINGS}, got {self.pos!r}")
         if self.layer_norm_position not in LAYER_NORM_POSITIONS:
-            fail(f"hparam 'layer_norm_position' must be one of {LAYER_NORM_POSITIONS}, "
-                 f"got {self.layer_norm_position!r}")
+            self._fail(f"hparam 'layer_norm_position' must be one of {LAYER_NORM_POSITIONS}, "
+                       f"got {self.layer_norm_position!r}")
         for name in ("hidden_size", "filter_size", "num_heads", "num_hidden_layers",
                      "batch_size", "max_length", "train_steps", "learning_rate_warmup_steps",
                      "average_checkpoints"):
             if getattr(self, name) <= 0:
-                fail(f"hparam {name!r} must be positive, got {getattr(self, name)}")
+                self._fail(f"hparam {name!r} must be positive, got {getattr(self, name)}")
         for name in ("key", "value"):
             channels = getattr(self, f"{name}_channels")
             if channels % self.num_heads:
-                fail(f"attention {name} channels ({channels}) must be divisible by "
-                     f"num_heads ({self.num_heads}); set attention_{name}_channels")
+                self._fail(f"attention {name} channels ({channels}) must be divisible by "
+                       f"num_heads ({self.num_heads}); set attention_{name}_channels")
         for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout",
                      "label_smoothing"):
             if not 0.0 <= getattr(self, name) < 1.0:
-                fail(f"hparam {name!r} must be in [0, 1), got {getattr(self, name)}")
+                self._fail(f"hparam {name!r} must be in [0, 1), got {getattr(self, name)}")
 
     # Derived values ---------------------------------------------------------------
     @property
@@ -102,90 +92,3 @@ class HParams:
     def value_channels(self) -> int:
         """Total value channels over heads (d_v * h)."""
         return self.attention_value_channels or self.hidden_size
-
-    # Derivation and parsing -------------------------------------------------------
-    def replace(self, **changes: Any) -> "HParams":
-        """A new set with ``changes`` applied; unknown keys raise ``HParamsError``."""
-        _check_keys(changes)
-        return dataclasses.replace(self, **changes)
-
-    def override_from_string(self, overrides: str) -> "HParams":
-        """Applies ``"key=value,key=value"``; values are parsed by each key's type."""
-        return self.replace(**parse_overrides(overrides))
-
-    def to_dict(self) -> Dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, values: Dict[str, Any]) -> "HParams":
-        _check_keys(values)
-        return cls(**values)
-
-    @classmethod
-    def from_json(cls, text: str) -> "HParams":
-        return cls.from_dict(json.loads(text))
-
-    def diff(self, other: "HParams") -> Dict[str, tuple]:
-        """``{key: (self value, other value)}`` for every key that differs."""
-        return {key: (value, getattr(other, key)) for key, value in self.to_dict().items()
-                if getattr(other, key) != value}
-
-
-_FIELD_TYPES = {field.name: field.type if isinstance(field.type, type)
-                else {"int": int, "float": float, "str": str, "bool": bool}[field.type]
-                for field in dataclasses.fields(HParams)}
-
-
-def valid_keys() -> str:
-    return ", ".join(sorted(_FIELD_TYPES))
-
-
-def _is_instance(value: Any, expected: type) -> bool:
-    if expected is int or expected is float:
-        return isinstance(value, expected) and not isinstance(value, bool)
-    return isinstance(value, expected)
-
-
-def _check_keys(values: Dict[str, Any]) -> None:
-    unknown = sorted(set(values) - set(_FIELD_TYPES))
-    if unknown:
-        raise HParamsError(f"unknown hparam {unknown[0]!r}"
-                           + (f" (and {', '.join(map(repr, unknown[1:]))})" if unknown[1:] else "")
-                           + f"; valid keys: {valid_keys()}")
-
-
-def _parse_value(key: str, text: str) -> Any:
-    expected = _FIELD_TYPES[key]
-    text = text.strip()
-    try:
-        if expected is bool:
-            lowered = text.lower()
-            if lowered in ("true", "1", "yes"):
-                return True
-            if lowered in ("false", "0", "no"):
-                return False
-            raise ValueError(text)
-        if expected is int:
-            return int(text)
-        if expected is float:
-            return float(text)
-        return text
-    except ValueError:
-        raise HParamsError(f"hparam {key!r} takes a {expected.__name__}, got {text!r}") from None
-
-
-def parse_overrides(overrides: str) -> Dict[str, Any]:
-    """``"num_heads=4,label_smoothing=0.2"`` -> ``{"num_heads": 4, "label_smoothing": 0.2}``."""
-    values: Dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in overrides.split(","))):
-        key, sep, text = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise HParamsError(f"hparams override {item!r} is not key=value; "
-                               f"example: --hparams='num_heads=4,label_smoothing=0.2'")
-        _check_keys({key: None})
-        values[key] = _parse_value(key, text)
-    return values
