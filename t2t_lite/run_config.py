@@ -1,0 +1,88 @@
+"""The self-describing run directory: what a run trained, so later commands need only it.
+
+``output_dir/run_config.json`` stores the problem, model, hparams set, overrides, the
+resolved hparams and the vocabulary file copied into the run directory. The decoder,
+exporter and checkpoint averager rebuild the model from it alone. Starting a run in a
+directory made with a different configuration is refused with the differences shown.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from t2t_lite.hparams_lib import HParams
+
+RUN_CONFIG_FILE = "run_config.json"
+
+
+class RunConfigMismatch(ValueError):
+    """An existing run directory was made with a different configuration."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    problem: str
+    model: str
+    hparams_set: str
+    hparams_overrides: str
+    hparams: Dict[str, Any]
+    vocab_size: int
+    vocab_file: str                 # file name inside the run directory
+    data_dir: str = ""              # where the training data came from (informative)
+
+    # Fields whose change makes a run a different run (data_dir may move).
+    IDENTITY_FIELDS = ("problem", "model", "hparams", "vocab_size")
+
+    def resolved_hparams(self) -> HParams:
+        return HParams.from_dict(self.hparams)
+
+    def save(self, output_dir: str) -> None:
+        """Writes ``run_config.json`` atomically (write, then rename)."""
+        path = Path(output_dir) / RUN_CONFIG_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, output_dir: str) -> "RunConfig":
+        path = Path(output_dir) / RUN_CONFIG_FILE
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} not found: {output_dir} is not a t2t-lite run directory "
+                f"(train one with t2t-lite-trainer --output_dir={output_dir})")
+        try:
+            values = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is not valid JSON ({error}); restore it or start a "
+                             f"new --output_dir") from None
+        return cls(**values)
+
+    @classmethod
+    def load_if_present(cls, output_dir: str) -> Optional["RunConfig"]:
+        return cls.load(output_dir) if (Path(output_dir) / RUN_CONFIG_FILE).is_file() else None
+
+    def differences(self, other: "RunConfig") -> Dict[str, tuple]:
+        """``{field or hparams key: (self value, other value)}`` over identity fields."""
+        diff = {}
+        for field in self.IDENTITY_FIELDS:
+            mine, theirs = getattr(self, field), getattr(other, field)
+            if field == "hparams":
+                for key in sorted(set(mine) | set(theirs)):
+                    if mine.get(key) != theirs.get(key):
+                        diff[f"hparams.{key}"] = (mine.get(key), theirs.get(key))
+            elif mine != theirs:
+                diff[field] = (mine, theirs)
+        return diff
+
+    def check_same_run(self, existing: "RunConfig", output_dir: str) -> None:
+        """Raises ``RunConfigMismatch`` listing what differs from ``existing``."""
+        diff = existing.differences(self)
+        if diff:
+            lines = "\n".join(f"  {key}: run directory has {old!r}, this command asks for {new!r}"
+                              for key, (old, new) in diff.items())
+            raise RunConfigMismatch(
+                f"{output_dir} holds a run with a different configuration:\n{lines}\n"
+                f"Use a new --output_dir, or repeat the original flags to resume.")
