@@ -84,7 +84,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.self_attention = self_attention
         self.key_depth = key_channels // num_heads
         self.value_depth = value_channels // num_heads
-        self._dropout = keras.layers.Dropout(dropout)
+        self._dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, query_shape, memory_shape=None):
         d_in = query_shape[-1]

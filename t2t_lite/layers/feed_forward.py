@@ -26,7 +26,7 @@ class FeedForward(keras.layers.Layer):
         self.relu_dropout = relu_dropout
         self.hidden = keras.layers.Dense(filter_size, activation="relu", name="hidden",
                                          dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(relu_dropout)
+        self.dropout = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(output_channels, name="output",
                                                dtype=self.dtype_policy)
 

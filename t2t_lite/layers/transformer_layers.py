@@ -55,7 +55,7 @@ class _ResidualLayer(keras.layers.Layer):
         self.relu_dropout = relu_dropout
         self.layer_norm_position = layer_norm_position
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.feed_forward = FeedForward(filter_size, hidden_size, relu_dropout,
                                         name="feed_forward", dtype=self.dtype_policy)
 

@@ -68,7 +68,8 @@ class Transformer(keras.Model):
                 hparams.max_length, d, name="inputs_positional_embedding", dtype=policy)
             self.target_positions = LearnedPositionEmbedding(
                 hparams.max_length, d, name="targets_positional_embedding", dtype=policy)
-        self.embedding_dropout = keras.layers.Dropout(hparams.layer_prepostprocess_dropout)
+        self.embedding_dropout = keras.layers.Dropout(hparams.layer_prepostprocess_dropout,
+                                                    dtype=policy)
         config = layer_kwargs(hparams)
         self.encoder = Encoder(hparams.num_hidden_layers, config, name="encoder",
                                dtype=policy)

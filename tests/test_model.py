@@ -1,0 +1,209 @@
+"""The Transformer: causality, cached decoding = teacher forcing, serialisation, and
+parameter counts against an analytic formula and the paper's Table 3."""
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import registry
+from t2t_lite.hparams_lib import HParams
+from t2t_lite.models.parameters import build_shapes_only, parameter_counts
+from t2t_lite.models.transformer import Transformer, shift_right
+
+from test_hparams import PAPER_ROWS
+
+VOCAB = 23
+TINY = HParams(hidden_size=16, filter_size=32, num_heads=4, num_hidden_layers=2,
+               max_length=16, layer_prepostprocess_dropout=0.1, attention_dropout=0.1,
+               relu_dropout=0.1)
+VARIANTS = {
+    "post_timing": TINY,
+    "pre_emb_kv": TINY.replace(layer_norm_position="pre", pos="emb",
+                               attention_key_channels=8, attention_value_channels=24),
+    "untied": TINY.replace(shared_embedding_and_softmax_weights=False),
+}
+INPUTS = np.array([[5, 6, 7, 8, 1, 0], [9, 4, 1, 0, 0, 0]], np.int32)
+TARGETS = np.array([[11, 12, 13, 1, 0], [14, 1, 0, 0, 0]], np.int32)
+
+
+def _features(inputs=INPUTS, targets=TARGETS):
+    return {"inputs": tf.constant(inputs), "targets": tf.constant(targets)}
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def model(request):
+    keras.utils.set_random_seed(0)
+    model = Transformer(VARIANTS[request.param], VOCAB)
+    model(_features())
+    return model
+
+
+def test_logits_shape_dtype_and_shift(model):
+    logits = model(_features())
+    assert logits.shape == (2, 5, VOCAB) and logits.dtype == tf.float32
+    np.testing.assert_array_equal(shift_right(TARGETS), [[0, 11, 12, 13, 1], [0, 14, 1, 0, 0]])
+
+
+def test_future_targets_do_not_change_earlier_logits(model):
+    base = model(_features()).numpy()
+    for position in range(TARGETS.shape[1]):
+        changed = TARGETS.copy()
+        changed[:, position] = (changed[:, position] + 3) % VOCAB + 2
+        logits = model(_features(targets=changed)).numpy()
+        # Position p's logits see decoder inputs 0..p, i.e. targets 0..p-1.
+        np.testing.assert_allclose(logits[:, :position + 1], base[:, :position + 1], atol=1e-5)
+        if position + 1 < TARGETS.shape[1]:
+            assert np.abs(logits[:, position + 1:] - base[:, position + 1:]).max() > 1e-4
+
+
+def test_extra_source_padding_changes_nothing(model):
+    padded = np.pad(INPUTS, ((0, 0), (0, 3)))
+    np.testing.assert_allclose(model(_features(inputs=padded)), model(_features()), atol=1e-5)
+
+
+def test_dropout_acts_only_in_training(model):
+    a, b = model(_features(), training=True), model(_features(), training=True)
+    assert np.abs(a - b).max() > 1e-4
+    np.testing.assert_array_equal(model(_features()), model(_features()))
+
+
+def _decode_all(model, decoder_inputs, max_length):
+    memory, memory_mask = model.encode(INPUTS)
+    cache = model.initial_decode_cache(memory, memory_mask, max_length)
+    steps = []
+    for step in range(decoder_inputs.shape[1]):
+        logits, cache = model.decode_step(decoder_inputs[:, step], step, cache)
+        steps.append(logits)
+    return np.stack(steps, axis=1), cache
+
+
+def test_cached_decoding_equals_teacher_forcing(model):
+    full = model(_features()).numpy()
+    stepped, cache = _decode_all(model, shift_right(TARGETS).numpy(), max_length=8)
+    np.testing.assert_allclose(stepped, full, atol=1e-5)
+    hp = model.hparams
+    for tensor in tf.nest.flatten(cache):        # every cache tensor leads with batch
+        assert tensor.shape[0] == 2
+    layer = cache["decoder"]["layer_0"]
+    assert layer["self_k"].shape == (2, 8, hp.num_heads, hp.key_channels // hp.num_heads)
+    assert layer["self_v"].shape == (2, 8, hp.num_heads, hp.value_channels // hp.num_heads)
+    assert layer["encdec_k"].shape[:2] == (2, INPUTS.shape[1])
+
+
+def test_cached_decoding_in_xla_while_loop_equals_teacher_forcing():
+    keras.utils.set_random_seed(1)
+    model = Transformer(VARIANTS["pre_emb_kv"], VOCAB)
+    full = model(_features()).numpy()
+    decoder_inputs = tf.constant(shift_right(TARGETS))
+    length = TARGETS.shape[1]
+
+    @tf.function(jit_compile=True)
+    def decode(inputs, decoder_inputs):
+        memory, memory_mask = model.encode(inputs)
+        cache = model.initial_decode_cache(memory, memory_mask, length)
+        logits = tf.zeros((2, length, VOCAB))
+
+        def body(step, cache, logits):
+            step_logits, cache = model.decode_step(decoder_inputs[:, step], step, cache)
+            update = tf.one_hot(step, length)[None, :, None] * step_logits[:, None, :]
+            return step + 1, cache, logits + update
+
+        return tf.while_loop(lambda step, *_: step < length, body,
+                             (tf.constant(0), cache, logits))[2]
+
+    np.testing.assert_allclose(decode(tf.constant(INPUTS), decoder_inputs), full, atol=1e-5)
+
+
+def test_attention_weights(model):
+    weights = model.attention_weights(_features())
+    n, h = model.hparams.num_hidden_layers, model.hparams.num_heads
+    assert [w.shape for w in weights["encoder_self"]] == [(2, h, 6, 6)] * n
+    assert [w.shape for w in weights["decoder_self"]] == [(2, h, 5, 5)] * n
+    assert [w.shape for w in weights["encdec"]] == [(2, h, 5, 6)] * n
+    decoder_self = np.asarray(weights["decoder_self"][0])
+    assert np.all(np.triu(decoder_self[0, 0], k=1) == 0.0)      # causal
+    encdec = np.asarray(weights["encdec"][-1])
+    assert np.all(encdec[1, :, :, 3:] == 0.0)                     # source padding
+    np.testing.assert_allclose(encdec.sum(-1), 1.0, rtol=1e-5)
+
+
+def test_config_round_trip(model):
+    config = model.get_config()
+    assert config["hparams"] == model.hparams.to_dict() and config["vocab_size"] == VOCAB
+    clone = Transformer.from_config(config)
+    clone(_features())
+    clone.set_weights(model.get_weights())
+    np.testing.assert_allclose(clone(_features()), model(_features()), atol=1e-6)
+    assert registry.MODELS.get("transformer") is Transformer
+
+
+def test_mixed_precision_logits_are_float32():
+    model = Transformer(TINY, VOCAB, dtype="mixed_float16")
+    logits = model(_features())
+    assert logits.dtype == tf.float32 and np.all(np.isfinite(logits))
+    memory, mask = model.encode(INPUTS)
+    step_logits, _ = model.decode_step(tf.zeros([2], tf.int32), 0,
+                                       model.initial_decode_cache(memory, mask, 4))
+    assert step_logits.dtype == tf.float32
+
+
+def test_learned_positions_limit_decode_length():
+    model = Transformer(VARIANTS["pre_emb_kv"], VOCAB)
+    memory, mask = model.encode(INPUTS)
+    with pytest.raises(ValueError, match="max_length"):
+        model.initial_decode_cache(memory, mask, 17)
+
+
+# Parameter counts --------------------------------------------------------------------
+PAPER_MILLIONS = {"transformer_base": 65, "transformer_base_dk16": 58,
+                  "transformer_base_dk32": 60, "transformer_base_n2": 36,
+                  "transformer_base_n4": 50, "transformer_base_n8": 80,
+                  "transformer_base_d256": 28, "transformer_base_d1024": 168,
+                  "transformer_base_ff1024": 53, "transformer_base_ff4096": 90,
+                  "transformer_big": 213}
+
+
+def analytic_parameter_count(hp: HParams, vocab: int) -> int:
+    """Counted from the architecture: no attention biases, FFN biases, LayerNorm gain+bias."""
+    d, f, n = hp.hidden_size, hp.filter_size, hp.num_hidden_layers
+    kc = hp.attention_key_channels or d
+    vc = hp.attention_value_channels or d
+    attention = d * kc + d * kc + d * vc + vc * d            # W_Q, W_K, W_V, W_O
+    ffn = d * f + f + f * d + d
+    norm = 2 * d
+    encoder = n * (attention + ffn + 2 * norm)
+    decoder = n * (2 * attention + ffn + 3 * norm)
+    if hp.layer_norm_position == "pre":
+        encoder, decoder = encoder + norm, decoder + norm
+    embedding = vocab * d * (1 if hp.shared_embedding_and_softmax_weights else 2)
+    if hp.pos == "emb":
+        embedding += 2 * hp.max_length * d                    # inputs and targets tables
+    return embedding + encoder + decoder
+
+
+@pytest.mark.parametrize("name", [row[0] for row in PAPER_ROWS])
+def test_parameter_counts_match_formula_and_paper(name):
+    hp = registry.hparams(name)
+    model = build_shapes_only(hp, 37000)
+    counts = parameter_counts(model)
+    assert model.count_params() == counts["total"] == analytic_parameter_count(hp, 37000)
+    assert counts["embedding"] + counts["encoder"] + counts["decoder"] == counts["total"]
+    if name in PAPER_MILLIONS:
+        paper = PAPER_MILLIONS[name] * 1e6
+        assert abs(counts["total"] - paper) / paper < 0.07, (name, counts["total"])
+
+
+def test_base_and_big_counts():
+    assert round(build_shapes_only(registry.hparams("transformer_base"), 37000)
+                 .count_params() / 1e6, 1) == 63.0
+    assert round(build_shapes_only(registry.hparams("transformer_big"), 37000)
+                 .count_params() / 1e6) == 214
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_shape_only_build_counts_like_a_real_model(variant):
+    hp = VARIANTS[variant]
+    real = Transformer(hp, VOCAB)
+    real(_features())
+    assert build_shapes_only(hp, VOCAB).count_params() == real.count_params() \
+        == analytic_parameter_count(hp, VOCAB)
