@@ -1,0 +1,65 @@
+"""``t2t-lite-info``: the resolved hparams and the parameter counts of a model.
+
+    t2t-lite-info --hparams_set=transformer_base --hparams='num_heads=4' --vocab_size=37000
+    t2t-lite-info --registry_help
+
+Prints the hparams as JSON, a table of parameter counts (embedding, encoder, decoder,
+total; tied embeddings counted once) and, last, ``total_params: N``. An unknown name or a
+bad override prints the message and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from t2t_lite import registry
+from t2t_lite.hparams_lib import HParamsError
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="t2t-lite-info", description=__doc__.split("\n")[0])
+    parser.add_argument("--hparams_set", default="transformer_base",
+                        help="registered hparams set (see --registry_help)")
+    parser.add_argument("--hparams", default="",
+                        help="overrides, e.g. 'num_heads=4,label_smoothing=0.2'")
+    parser.add_argument("--vocab_size", type=int, default=37000,
+                        help="vocabulary size (the paper's EN-DE shared BPE: 37000)")
+    parser.add_argument("--model", default="transformer", help="registered model")
+    parser.add_argument("--registry_help", action="store_true",
+                        help="list the registered models, problems and hparams sets")
+    return parser.parse_args(argv)
+
+
+def format_counts(counts) -> str:
+    width = max(len(f"{value:,}") for value in counts.values())
+    lines = [f"{'part':<10} {'params':>{width}}"]
+    lines += [f"{name:<10} {value:>{width},}" for name, value in counts.items()]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    if args.registry_help:
+        print(registry.registry_help())
+        return 0
+    try:
+        if args.vocab_size < 2:
+            raise ValueError(f"--vocab_size must be >= 2, got {args.vocab_size}")
+        hparams = registry.hparams(args.hparams_set, args.hparams)
+        registry.MODELS.get(args.model)
+    except (HParamsError, registry.UnknownNameError, ValueError) as error:
+        print(f"t2t-lite-info: error: {error}", file=sys.stderr)
+        return 2
+    from t2t_lite.models.parameters import build_shapes_only, parameter_counts
+    model = build_shapes_only(hparams, args.vocab_size, args.model)
+    counts = parameter_counts(model)
+    print(hparams.to_json())
+    print(f"model: {args.model}  hparams_set: {args.hparams_set}  vocab_size: {args.vocab_size}")
+    print(format_counts(counts))
+    print(f"total_params: {counts['total']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
