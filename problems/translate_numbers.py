@@ -23,7 +23,7 @@ from t2t_lite.registry import register_problem
 @dataclasses.dataclass(frozen=True)
 class NumbersConfig:
     max_number: int = 99_999
-    split_sizes: Tuple[Tuple[str, int], ...] = (("train", 30_000), ("dev", 1000), ("test", 1000))
+    split_sizes: Tuple[Tuple[str, int], ...] = (("train", 20_000), ("dev", 1000), ("test", 1000))
     seed: int = 1234
 
 

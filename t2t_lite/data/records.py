@@ -55,7 +55,9 @@ class ShuffledShardWriter:
         for writer in self._writers:
             writer.close()
         for unshuffled, path in zip(self._unshuffled, self.paths):
-            records = list(tf.data.TFRecordDataset(str(unshuffled)).as_numpy_iterator())
+            records = [record for batch in
+                       tf.data.TFRecordDataset(str(unshuffled)).batch(4096).as_numpy_iterator()
+                       for record in batch]
             self._rng.shuffle(records)
             tmp = path.with_name(path.name + ".tmp")
             with tf.io.TFRecordWriter(str(tmp)) as writer:

@@ -1,0 +1,156 @@
+"""t2t-lite-datagen: end to end on the numbers problem, and the bad-input reports."""
+import gzip
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from num2words import num2words
+
+from t2t_lite.commands import datagen as datagen_command
+from t2t_lite.data.datagen import DROP_EMPTY, DROP_UTF8, generate_problem_data
+from t2t_lite.data.problem import VocabSpec, eval_text, get_problem
+from t2t_lite.data.raw import RawDataError, RawFile, fetch_raw_files
+from t2t_lite.data.records import read_examples
+from t2t_lite.problems.translate_multi30k import TranslateEndeMulti30k
+
+
+def test_numbers_datagen_command_end_to_end_and_rerun(tmp_path, capsys):
+    data_dir = tmp_path / "data"
+    assert datagen_command.main(["--problem=translate_ende_numbers",
+                                 f"--data_dir={data_dir}"]) == 0
+    out = capsys.readouterr().out
+    assert "train: 20,000 examples" in out and "dev: 1,000 examples" in out
+    assert "vocabulary: 256 tokens" in out
+    problem = get_problem("translate_ende_numbers")
+    vocab = problem.load_vocab(data_dir)
+    train = read_examples(problem.shard_files(data_dir, "train"))
+    assert len(train) == 20000
+    decode = lambda ids: [t.decode() for t in vocab.detokenize(tf.ragged.constant(ids)).numpy()]
+    train_targets = set(decode([t for _, t in train]))
+    sources, references = eval_text(problem, data_dir, "test")
+    assert len(sources) == 1000
+    assert not train_targets & set(references)  # disjoint numbers
+    # The records decode to num2words' own text.
+    test = read_examples(problem.shard_files(data_dir, "test"))
+    pairs = set(zip(sources, references))
+    assert set(zip(decode([s for s, _ in test]), decode([t for _, t in test]))) == pairs
+    assert (num2words(4567, lang="en"), num2words(4567, lang="de")) == (
+        "four thousand, five hundred and sixty-seven", "viertausendfünfhundertsiebenundsechzig")
+    # A re-run reuses the complete output and says so.
+    assert datagen_command.main(["--problem=translate_ende_numbers",
+                                 f"--data_dir={data_dir}"]) == 0
+    assert "train: 20,000 examples in 2 shard(s), 0 dropped (reused)" in capsys.readouterr().out
+    assert not list(data_dir.glob("*.tmp")) and not list(data_dir.glob("*.unshuffled"))
+
+
+def _write_gz(path: Path, lines):
+    with gzip.open(path, "wb") as handle:
+        for line in lines:
+            handle.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
+
+
+def _read_gz(path: Path, count: int):
+    with gzip.open(path, "rb") as handle:
+        return [next(handle).rstrip(b"\n") for _ in range(count)]
+
+
+@pytest.fixture
+def mini_multi30k(tmp_path, multi30k_dir):
+    """A miniature Multi30k tmp_dir: the real first lines of each required file."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for stem, count in (("train", 400), ("val", 40), ("test_2016_flickr", 40)):
+        for lang in ("en", "de"):
+            _write_gz(raw / f"{stem}.{lang}.gz", _read_gz(multi30k_dir / f"{stem}.{lang}.gz", count))
+    return raw
+
+
+def small_multi30k(max_length=256):
+    problem = TranslateEndeMulti30k(vocab_spec=VocabSpec(size=400))
+    problem.max_length = max_length
+    return problem
+
+
+def test_empty_invalid_utf8_and_long_lines_are_counted_with_first_line(tmp_path, mini_multi30k):
+    en = _read_gz(mini_multi30k / "train.en.gz", 400)
+    de = _read_gz(mini_multi30k / "train.de.gz", 400)
+    en[2] = b""                      # line 3: empty
+    de[4] = b"Ein Hund \xff\xfe."     # line 5: invalid UTF-8
+    de[9] = b"   "                   # line 10: blank
+    en[20] = b" ".join([b"dog"] * 200)  # line 21: far longer than max_length
+    _write_gz(mini_multi30k / "train.en.gz", en)
+    _write_gz(mini_multi30k / "train.de.gz", de)
+    summary = generate_problem_data(small_multi30k(max_length=120), tmp_path / "data",
+                                    mini_multi30k, download=False)
+    train = summary.splits["train"]
+    assert train.dropped[DROP_EMPTY].count == 2
+    assert train.dropped[DROP_EMPTY].first == "train.en.gz line 3"
+    assert train.dropped[DROP_UTF8].count == 1
+    assert train.dropped[DROP_UTF8].first == "train.de.gz line 5"
+    (long_reason, long_drop), = [(k, v) for k, v in train.dropped.items() if "max_length" in k]
+    assert long_drop.first == "train.en.gz line 21" and "120 tokens" in long_reason
+    dropped = sum(d.count for d in train.dropped.values())
+    assert train.examples + dropped == 400
+    report = summary.format()
+    assert "invalid UTF-8: 1 (first: train.de.gz line 5)" in report
+    assert "test_2017_flickr: skipped (its raw files are absent)" in report
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path, mini_multi30k):
+    _write_gz(mini_multi30k / "val.de.gz", _read_gz(mini_multi30k / "val.de.gz", 37))
+    with pytest.raises(RawDataError) as error:
+        generate_problem_data(small_multi30k(), tmp_path / "data", mini_multi30k, download=False)
+    message = str(error.value)
+    assert "val.en.gz has 40 lines" in message and "val.de.gz has 37 lines" in message
+
+
+def test_corrupt_gzip_names_the_file(tmp_path, mini_multi30k):
+    data = (mini_multi30k / "test_2016_flickr.de.gz").read_bytes()
+    (mini_multi30k / "test_2016_flickr.de.gz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(RawDataError, match=r"test_2016_flickr\.de\.gz: cannot read it .*corrupt"):
+        generate_problem_data(small_multi30k(), tmp_path / "data", mini_multi30k, download=False)
+
+
+def test_missing_raw_files_list_names_and_urls(tmp_path, capsys):
+    with pytest.raises(RawDataError) as error:
+        generate_problem_data(small_multi30k(), tmp_path / "data", tmp_path / "empty",
+                              download=False)
+    message = str(error.value)
+    for name in ("train.en.gz", "val.de.gz", "test_2016_flickr.en.gz"):
+        assert (f"{name}  <-  https://raw.githubusercontent.com/multi30k/dataset/master/"
+                f"data/task1/raw/{name}") in message
+    assert "test_2018_flickr" not in message  # optional files are not demanded
+    # The command prints the same error and exits with status 2.
+    code = datagen_command.main(["--problem=translate_ende_multi30k", "--no_download",
+                                 f"--data_dir={tmp_path / 'data'}", f"--tmp_dir={tmp_path / 'e'}"])
+    assert code == 2 and "missing raw files" in capsys.readouterr().err
+
+
+def test_unknown_problem_lists_registered_ones(tmp_path, capsys):
+    assert datagen_command.main(["--problem=nope", f"--data_dir={tmp_path}"]) == 2
+    assert "translate_ende_multi30k" in capsys.readouterr().err
+
+
+def test_fetch_downloads_missing_files_and_fails_fast_offline(tmp_path):
+    source = tmp_path / "upstream.txt"
+    source.write_text("hello\n")
+    files = (RawFile("a.txt", source.as_uri()),
+             RawFile("b.txt", "http://127.0.0.1:9/b.txt"),       # nothing listens: refused
+             RawFile("c.txt", "http://127.0.0.1:9/c.txt", optional=True))
+    with pytest.raises(RawDataError) as error:
+        fetch_raw_files(files, tmp_path / "raw", timeout=2)
+    assert (tmp_path / "raw" / "a.txt").read_text() == "hello\n"
+    assert "b.txt  <-  http://127.0.0.1:9/b.txt" in str(error.value)
+    assert "c.txt" not in str(error.value)
+    assert not list((tmp_path / "raw").glob("*.download"))
+
+
+def test_datagen_reuses_only_complete_splits(tmp_path, mini_multi30k):
+    data_dir = tmp_path / "data"
+    problem = small_multi30k()
+    generate_problem_data(problem, data_dir, mini_multi30k, download=False)
+    # A lost shard makes its split incomplete: it is regenerated, the others reused.
+    (data_dir / "translate_ende_multi30k-dev-00000-of-00001.tfrecord").unlink()
+    summary = generate_problem_data(problem, data_dir, mini_multi30k, download=False)
+    assert summary.vocab_reused and summary.splits["train"].reused
+    assert not summary.splits["dev"].reused and summary.splits["dev"].examples == 40
