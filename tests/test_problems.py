@@ -1,0 +1,78 @@
+"""Registered problems: API facts, the numbers splits, and Multi30k from the shared data."""
+import pytest
+import tensorflow as tf
+
+from t2t_lite.data.datagen import generate
+from t2t_lite.data.problem import eval_text, get_problem
+from t2t_lite.data.records import read_examples
+from t2t_lite.problems.translate_numbers import NumbersConfig, split_numbers
+from t2t_lite.registry import PROBLEMS
+
+TRANSLATION = ("translate_ende_numbers", "translate_ende_multi30k", "translate_ende_wmt14",
+               "translate_enfr_wmt14")
+
+
+def test_translation_problems_are_registered_with_bleu_and_beam_defaults():
+    for name in TRANSLATION:
+        problem = get_problem(name)
+        assert problem.name == name
+        assert problem.eval_metrics == ("bleu",)
+        assert problem.decode_defaults == {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
+    assert get_problem("translate_ende_wmt14").vocab_size == 37000
+    assert get_problem("translate_enfr_wmt14").vocab_spec.kind == "wordpiece"
+    assert get_problem("translate_enfr_wmt14").vocab_size == 32000
+    with pytest.raises(KeyError, match="registered problems: .*translate_ende_numbers"):
+        PROBLEMS.get("translate_nope")
+
+
+def test_number_splits_are_disjoint_and_seeded():
+    splits = split_numbers(NumbersConfig())
+    assert [len(splits[s]) for s in ("train", "dev", "test")] == [20000, 1000, 1000]
+    assert not set(splits["train"]) & set(splits["test"])
+    assert not set(splits["dev"]) & (set(splits["test"]) | set(splits["train"]))
+    assert split_numbers(NumbersConfig()) == splits
+    with pytest.raises(ValueError, match="only 100 exist"):
+        split_numbers(NumbersConfig(max_number=99))
+
+
+def test_unknown_split_names_the_splits():
+    with pytest.raises(ValueError, match="has no split 'valid'; its splits: train, dev, test"):
+        next(get_problem("translate_ende_multi30k").text_pairs("valid", "/nowhere"))
+
+
+@pytest.fixture(scope="module")
+def multi30k_generated(tmp_path_factory):
+    from conftest import shared_data_dir
+    raw = shared_data_dir("multi30k")
+    data_dir = tmp_path_factory.mktemp("multi30k_data")
+    return generate("translate_ende_multi30k", data_dir, raw, download=False), data_dir
+
+
+def test_multi30k_datagen_from_the_shared_files(multi30k_generated):
+    summary, data_dir = multi30k_generated
+    dropped = {split: sum(d.count for d in s.dropped.values())
+               for split, s in summary.splits.items()}
+    assert summary.splits["train"].examples + dropped["train"] == 29000
+    assert summary.splits["dev"].examples == 1014
+    assert summary.splits["test"].examples == 1000
+    assert abs(summary.vocab_size - 8000) <= 0.05 * 8000
+    assert set(summary.skipped_splits) == {"test_2017_flickr", "test_2017_mscoco",
+                                           "test_2018_flickr"}
+    problem = get_problem("translate_ende_multi30k")
+    assert len(read_examples(problem.shard_files(data_dir, "test"))) == 1000
+
+
+def test_multi30k_test_set_detokenizes_to_the_raw_text(multi30k_generated):
+    _, data_dir = multi30k_generated
+    problem = get_problem("translate_ende_multi30k")
+    vocab = problem.load_vocab(data_dir)
+    sources, references = eval_text(problem, data_dir, "test")
+    assert len(sources) == len(references) == 1000
+    for texts in (sources, references):
+        ids = vocab.tokenize(tf.constant(texts))
+        back = [t.decode("utf-8") for t in vocab.detokenize(ids).numpy()]
+        differing = [(a, b) for a, b in zip(texts, back) if a != b]
+        # Identity normalisation + byte fallback make every line exact; the only loss
+        # SentencePiece allows is leading whitespace, which no test line has.
+        assert all(a.lstrip() == b for a, b in differing)
+        assert len(differing) <= 0.01 * len(texts)
