@@ -8,6 +8,7 @@ from setuptools import setup
 COMMANDS = {
     "t2t-lite-info": "t2t_lite.commands.info:main",
     "t2t-lite-datagen": "t2t_lite.commands.datagen:main",
+    "t2t-lite-trainer": "t2t_lite.commands.trainer:main",
 }
 
 setup(

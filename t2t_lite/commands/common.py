@@ -1,0 +1,57 @@
+"""Flag helpers shared by the commands: typed argument parsers, registry help, and
+turning known user errors into one clear line and exit status 2."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def add_registry_help(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--registry_help", action="store_true",
+                        help="list registered models, problems and hparams sets, then exit")
+
+
+def print_registry_help() -> int:
+    from t2t_lite import registry
+    print(registry.registry_help())
+    return 0
+
+
+def require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    """Exits with a usage error naming every required flag that is missing."""
+    missing = [f"--{name}" for name in names if not getattr(args, name)]
+    if missing:
+        parser.error("missing required flag(s): " + ", ".join(missing))
+
+
+def user_error_types() -> tuple:
+    """Exceptions that are the user's to fix: printed as one line, no traceback."""
+    from t2t_lite.hparams_lib import HParamsError
+    from t2t_lite.registry import UnknownNameError
+    from t2t_lite.run_config import RunConfigMismatch
+    return (HParamsError, UnknownNameError, RunConfigMismatch, FileNotFoundError, ValueError)
+
+
+def run_reporting_errors(body: Callable[[], object]) -> int:
+    """Runs ``body``; a user error prints ``error: ...`` to stderr and returns 2."""
+    try:
+        body()
+    except user_error_types() as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,83 @@
+"""t2t-lite-trainer: train a registered model on a registered problem.
+
+    t2t-lite-trainer --generate_data --problem=translate_ende_numbers \
+        --hparams_set=transformer_tiny --data_dir=DATA --output_dir=RUN
+
+Flags follow tensor2tensor's names. Multi-GPU: all visible GPUs (or --worker_gpu of
+them) with MirroredStrategy; several machines: MultiWorkerMirroredStrategy from
+TF_CONFIG; --cpu_devices=N splits the CPU into N logical devices for the same path.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from t2t_lite.commands import common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="t2t-lite-trainer", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_registry_help(parser)
+    parser.add_argument("--problem", help="registered problem name")
+    parser.add_argument("--model", default="transformer", help="registered model name")
+    parser.add_argument("--hparams_set", help="registered hparams set, e.g. transformer_base")
+    parser.add_argument("--hparams", default="", help='overrides, e.g. "num_heads=4,label_smoothing=0.2"')
+    parser.add_argument("--data_dir", help="datagen output (vocabulary + TFRecords)")
+    parser.add_argument("--tmp_dir", default="", help="raw corpora (downloaded or local); default: data_dir")
+    parser.add_argument("--output_dir", help="run directory: config, checkpoints, TensorBoard logs")
+    parser.add_argument("--generate_data", action="store_true", help="run datagen first when data is missing")
+    parser.add_argument("--train_steps", type=common.positive_int, default=None,
+                        help="stop at this global step (default: the hparams set's train_steps)")
+    parser.add_argument("--eval_steps", type=common.non_negative_int, default=0,
+                        help="dev batches per evaluation (0: the whole dev set)")
+    parser.add_argument("--local_eval_frequency", type=common.non_negative_int, default=1000,
+                        help="evaluate every N steps (0: only at the end)")
+    parser.add_argument("--eval_bleu_sentences", type=common.non_negative_int, default=100,
+                        help="dev sentences decoded for BLEU at each evaluation (0: none)")
+    parser.add_argument("--eval_beam_size", type=common.positive_int, default=1,
+                        help="beam size for evaluation decoding (1: greedy)")
+    parser.add_argument("--save_checkpoints_secs", type=common.non_negative_int, default=600,
+                        help="seconds between checkpoints (the paper: 10 minutes); a final one is always written")
+    parser.add_argument("--keep_checkpoint_max", type=common.positive_int, default=20)
+    parser.add_argument("--log_step_count_steps", type=common.positive_int, default=100,
+                        help="steps between progress lines and TensorBoard training scalars")
+    parser.add_argument("--random_seed", type=int, default=1)
+    parser.add_argument("--worker_gpu", type=common.positive_int, default=None,
+                        help="GPUs to use (default: all visible)")
+    parser.add_argument("--cpu_devices", type=common.positive_int, default=1,
+                        help="split the CPU into N logical devices (multi-replica path without GPUs)")
+    parser.add_argument("--jit_compile", action="store_true", help="compile each replica's step with XLA")
+    parser.add_argument("--mixed_precision", action="store_true",
+                        help="bfloat16 compute with float32 variables")
+    parser.add_argument("--gradient_accumulation_steps", type=common.positive_int, default=1,
+                        help="micro-batches per update, to reach the paper's ~25k+25k tokens on fewer devices")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.registry_help:
+        return common.print_registry_help()
+    common.require(parser, args, "problem", "hparams_set", "data_dir", "output_dir")
+    from t2t_lite.training.trainer import Trainer, TrainerConfig  # imports TensorFlow
+    config = TrainerConfig(
+        problem=args.problem, model=args.model, hparams_set=args.hparams_set,
+        hparams_overrides=args.hparams, data_dir=args.data_dir, tmp_dir=args.tmp_dir,
+        output_dir=args.output_dir, generate_data=args.generate_data,
+        train_steps=args.train_steps, eval_steps=args.eval_steps,
+        local_eval_frequency=args.local_eval_frequency,
+        eval_bleu_sentences=args.eval_bleu_sentences, eval_beam_size=args.eval_beam_size,
+        save_checkpoints_secs=args.save_checkpoints_secs,
+        keep_checkpoint_max=args.keep_checkpoint_max,
+        log_step_count_steps=args.log_step_count_steps, random_seed=args.random_seed,
+        worker_gpu=args.worker_gpu, cpu_devices=args.cpu_devices,
+        jit_compile=args.jit_compile, mixed_precision=args.mixed_precision,
+        gradient_accumulation_steps=args.gradient_accumulation_steps)
+    return common.run_reporting_errors(lambda: Trainer(config).run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

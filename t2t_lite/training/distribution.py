@@ -1,0 +1,77 @@
+"""Choosing the tf.distribute strategy: one device, Mirrored over GPUs or logical CPUs,
+or MultiWorkerMirrored when ``TF_CONFIG`` describes several workers.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+
+def split_cpu(num_devices: int) -> None:
+    """Splits the host CPU into ``num_devices`` logical devices.
+
+    Must run before TensorFlow initialises its devices (before any op runs).
+    """
+    if num_devices <= 1:
+        return
+    cpus = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(num_devices)])
+    except RuntimeError as error:
+        raise RuntimeError(f"--cpu_devices={num_devices} must be applied before TensorFlow "
+                           f"starts its runtime ({error})") from None
+
+
+def num_workers_in_tf_config() -> int:
+    """Workers (chief included) described by the ``TF_CONFIG`` environment variable."""
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return 1
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except json.JSONDecodeError as error:
+        raise ValueError(f"TF_CONFIG is not valid JSON: {error}") from None
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def make_strategy(worker_gpu: Optional[int] = None, cpu_devices: int = 1
+                  ) -> tf.distribute.Strategy:
+    """The strategy for this process.
+
+    * ``TF_CONFIG`` with several workers: ``MultiWorkerMirroredStrategy``.
+    * otherwise ``MirroredStrategy`` over ``worker_gpu`` GPUs (default: all visible), or
+      over ``cpu_devices`` logical CPUs when there is no GPU and ``cpu_devices > 1``;
+    * otherwise the default (single-device) strategy.
+    """
+    if num_workers_in_tf_config() > 1:
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    if worker_gpu is not None:
+        if worker_gpu > len(gpus):
+            raise ValueError(f"--worker_gpu={worker_gpu} but only {len(gpus)} GPU(s) are visible")
+        gpus = gpus[:worker_gpu]
+    if len(gpus) > 1:
+        return tf.distribute.MirroredStrategy([gpu.name for gpu in gpus])
+    if len(gpus) == 1:
+        return tf.distribute.OneDeviceStrategy(gpus[0].name)
+    cpus = tf.config.list_logical_devices("CPU")
+    if cpu_devices > 1:
+        if len(cpus) < cpu_devices:
+            raise ValueError(f"--cpu_devices={cpu_devices} but only {len(cpus)} logical CPU "
+                             f"device(s) exist; split_cpu() must run first")
+        return tf.distribute.MirroredStrategy([cpu.name for cpu in cpus[:cpu_devices]])
+    return tf.distribute.get_strategy()
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the worker that writes checkpoints and summaries."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    return resolver.task_type == "chief" or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+        and "chief" not in resolver.cluster_spec().as_dict())

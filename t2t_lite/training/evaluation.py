@@ -1,0 +1,83 @@
+"""Evaluation during training: dev loss, token accuracy, per-token perplexity, and the
+problem's text metrics (BLEU for translation) on decoded dev sentences.
+"""
+from __future__ import annotations
+
+import math
+from typing import Dict, List
+
+import keras
+import tensorflow as tf
+
+from t2t_lite.data.pipeline import make_dataset
+from t2t_lite.data.problem import eval_text
+from t2t_lite.hparams_lib import HParams
+from t2t_lite.metrics.text_metrics import score_texts
+from t2t_lite.training.losses import label_smoothed_cross_entropy
+from t2t_lite.training.metrics import token_statistics
+
+
+class Evaluator:
+    """Evaluates ``model`` on the problem's dev split.
+
+    Args:
+      eval_steps: dev batches for the loss metrics; 0 = the whole dev set.
+      bleu_sentences: the first N dev sentences are decoded and scored with the problem's
+        text metrics (sacreBLEU for translation); 0 turns decoding off.
+      beam_size: 1 = greedy decoding (the default during training).
+    """
+
+    def __init__(self, model: keras.Model, problem, vocabulary, hparams: HParams,
+                 data_dir: str, eval_steps: int = 0, bleu_sentences: int = 100,
+                 beam_size: int = 1):
+        self.model = model
+        self.problem = problem
+        self.vocabulary = vocabulary
+        self.hparams = hparams
+        self.data_dir = data_dir
+        self.eval_steps = eval_steps
+        self.bleu_sentences = bleu_sentences
+        self.beam_size = beam_size
+        self._stats_fn = tf.function(self._batch_statistics)
+        self._texts = None
+
+    def _batch_statistics(self, features):
+        logits = self.model(features, training=False)
+        loss_sum, _ = label_smoothed_cross_entropy(features["targets"], logits,
+                                                   self.hparams.label_smoothing)
+        stats = token_statistics(features["targets"], logits)
+        stats["loss_sum"] = loss_sum
+        return stats
+
+    def loss_metrics(self) -> Dict[str, float]:
+        dataset = make_dataset(self.problem, self.data_dir, "dev", self.hparams, training=False)
+        if self.eval_steps:
+            dataset = dataset.take(self.eval_steps)
+        totals = {"loss_sum": 0.0, "nll_sum": 0.0, "correct": 0.0, "tokens": 0.0}
+        for features in dataset:
+            for name, value in self._stats_fn(features).items():
+                if name in totals:
+                    totals[name] += float(value)
+        tokens = max(totals["tokens"], 1.0)
+        log_ppl = totals["nll_sum"] / tokens
+        return {"loss": totals["loss_sum"] / tokens, "accuracy": totals["correct"] / tokens,
+                "log_ppl": log_ppl, "perplexity": math.exp(min(log_ppl, 50.0))}
+
+    def text_metrics(self) -> Dict[str, float]:
+        if not self.bleu_sentences or not self.problem.eval_metrics:
+            return {}
+        from t2t_lite.decoding.translator import Translator  # decoding depends on training
+        if self._texts is None:
+            sources, references = eval_text(self.problem, self.data_dir, "dev")
+            self._texts = (list(sources[: self.bleu_sentences]),
+                           list(references[: self.bleu_sentences]))
+        sources, references = self._texts
+        translator = Translator(self.model, self.vocabulary, beam_size=self.beam_size,
+                                alpha=self.problem.decode_defaults.get("alpha", 0.6),
+                                extra_length=self.problem.decode_defaults.get("extra_length", 50),
+                                max_input_length=self.hparams.max_length)
+        hypotheses: List[str] = translator.translate(sources)
+        return score_texts(self.problem.eval_metrics, hypotheses, references, sources)
+
+    def evaluate(self) -> Dict[str, float]:
+        return {**self.loss_metrics(), **self.text_metrics()}

@@ -1,0 +1,100 @@
+"""One optimisation step under any tf.distribute strategy, with optional XLA and
+gradient accumulation.
+
+Design (why not ``model.fit``): under ``MirroredStrategy`` Keras compiles the whole
+cross-replica step with XLA and fails reading another replica's variable, and
+``Adam(gradient_accumulation_steps=N)`` fails in ``merge_call``. Here each replica runs
+``_replica_gradients`` (forward, label-smoothed loss, backward), which alone is compiled
+with XLA when asked; gradients of the *summed* loss are accumulated in ON_READ
+variables (local to each replica) over ``accumulation_steps`` micro-batches; then the
+apply step all-reduces the token count and applies ``sum_grads / global_tokens`` once.
+The loss is therefore the mean over every non-padding target token of the global step,
+whatever the number of replicas or micro-batches.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+import keras
+import tensorflow as tf
+
+from t2t_lite.training.losses import label_smoothed_cross_entropy
+from t2t_lite.training.metrics import token_statistics
+
+# Per-step statistics, summed over replicas and micro-batches.
+STAT_NAMES = ("loss_sum", "nll_sum", "correct", "tokens", "source_tokens")
+
+
+class TrainStep:
+    """Builds the distributed ``step(iterator) -> stats`` function.
+
+    Args:
+      model: a built Transformer created under ``strategy.scope()``.
+      optimizer: a built Keras optimizer created under ``strategy.scope()``.
+      strategy: the distribution strategy.
+      label_smoothing: epsilon_ls.
+      accumulation_steps: micro-batches per optimiser update (>= 1).
+      jit_compile: compile each replica's forward/backward pass with XLA.
+    """
+
+    def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
+                 strategy: tf.distribute.Strategy, label_smoothing: float,
+                 accumulation_steps: int = 1, jit_compile: bool = False):
+        if accumulation_steps < 1:
+            raise ValueError(f"--gradient_accumulation_steps must be >= 1, got {accumulation_steps}")
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy
+        self.label_smoothing = label_smoothing
+        self.accumulation_steps = accumulation_steps
+        self._replica_gradients_fn = tf.function(self._replica_gradients, jit_compile=jit_compile)
+        on_read = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                       aggregation=tf.VariableAggregation.SUM)
+        with strategy.scope():
+            self._grad_sums = [tf.Variable(tf.zeros(v.shape, tf.float32), **on_read)
+                               for v in model.trainable_variables]
+            self._stat_sums = {name: tf.Variable(0.0, **on_read) for name in STAT_NAMES}
+        self.step = tf.function(self._step)
+
+    # Replica context ----------------------------------------------------------------
+    def _replica_gradients(self, features: Dict[str, tf.Tensor]):
+        """Gradients of the summed loss of one replica's micro-batch, and its statistics."""
+        targets = features["targets"]
+        with tf.GradientTape() as tape:
+            logits = self.model(features, training=True)
+            loss_sum, _ = label_smoothed_cross_entropy(targets, logits, self.label_smoothing)
+        grads = tape.gradient(loss_sum, self.model.trainable_variables)
+        stats = token_statistics(targets, logits)
+        stats["loss_sum"] = loss_sum
+        stats["source_tokens"] = tf.reduce_sum(tf.cast(features["inputs"] != 0, tf.float32))
+        return grads, stats
+
+    def _accumulate(self, features):
+        grads, stats = self._replica_gradients_fn(features)
+        for total, grad in zip(self._grad_sums, grads):
+            total.assign_add(tf.convert_to_tensor(grad, tf.float32))
+        for name in STAT_NAMES:
+            self._stat_sums[name].assign_add(tf.cast(stats[name], tf.float32))
+
+    def _apply(self):
+        context = tf.distribute.get_replica_context()
+        local_stats = {name: tf.identity(var) for name, var in self._stat_sums.items()}
+        global_stats = {name: context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+                        for name, value in local_stats.items()}
+        scale = 1.0 / tf.maximum(global_stats["tokens"], 1.0)
+        grads = [tf.identity(total) * scale for total in self._grad_sums]
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        for total in self._grad_sums:
+            total.assign(tf.zeros_like(total))
+        for var in self._stat_sums.values():
+            var.assign(0.0)
+        return global_stats
+
+    # Cross-replica context ----------------------------------------------------------
+    def _step(self, iterator) -> Dict[str, tf.Tensor]:
+        for _ in range(self.accumulation_steps):
+            self.strategy.run(self._accumulate, args=(next(iterator),))
+        per_replica = self.strategy.run(self._apply)
+        # Every replica holds the same all-reduced values: take one.
+        return {name: self.strategy.experimental_local_results(value)[0]
+                for name, value in per_replica.items()}

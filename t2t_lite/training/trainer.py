@@ -1,0 +1,213 @@
+"""The training run: strategy, run directory, resume, checkpoints, evaluation, summaries.
+
+``Trainer(config).run()`` trains ``config.problem`` with ``config.model`` and the hparams
+until ``train_steps``. Re-running the same command in the same ``output_dir`` after any
+interruption (``kill -9`` included) resumes from the last checkpoint: weights, optimizer
+state (so the step and the learning rate), and the position in the seeded data stream.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+import keras
+import tensorflow as tf
+
+from t2t_lite import registry
+from t2t_lite.data import datagen
+from t2t_lite.data.pipeline import make_dataset
+from t2t_lite.run_config import RunConfig
+from t2t_lite.training import distribution
+from t2t_lite.training.evaluation import Evaluator
+from t2t_lite.training.optimizer import make_optimizer
+from t2t_lite.training.progress import ProgressLog
+from t2t_lite.training.train_step import TrainStep
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerConfig:
+    """Everything ``t2t-lite-trainer`` was asked to do (its flags, typed)."""
+
+    problem: str
+    output_dir: str
+    data_dir: str
+    hparams_set: str
+    model: str = "transformer"
+    hparams_overrides: str = ""
+    tmp_dir: str = ""
+    generate_data: bool = False
+    train_steps: Optional[int] = None        # None: the hparams set's train_steps
+    eval_steps: int = 0                      # dev batches per evaluation; 0 = the whole dev set
+    local_eval_frequency: int = 1000         # steps between evaluations; 0 = only at the end
+    eval_bleu_sentences: int = 100           # dev sentences decoded for BLEU; 0 = no BLEU
+    eval_beam_size: int = 1                  # greedy by default
+    save_checkpoints_secs: int = 600         # the paper's 10 minutes
+    keep_checkpoint_max: int = 20
+    log_step_count_steps: int = 100
+    random_seed: int = 1
+    worker_gpu: Optional[int] = None
+    cpu_devices: int = 1
+    jit_compile: bool = False
+    mixed_precision: bool = False
+    gradient_accumulation_steps: int = 1
+
+
+class Trainer:
+    def __init__(self, config: TrainerConfig):
+        self.config = config
+        distribution.split_cpu(config.cpu_devices)
+        keras.utils.set_random_seed(config.random_seed)
+        if config.mixed_precision:
+            keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        self.strategy = distribution.make_strategy(config.worker_gpu, config.cpu_devices)
+        self.chief = distribution.is_chief(self.strategy)
+        self.problem = registry.PROBLEMS.get(config.problem)()
+        self.hparams = registry.hparams(config.hparams_set, config.hparams_overrides)
+        self.train_steps = config.train_steps or self.hparams.train_steps
+
+    # Run directory ------------------------------------------------------------------
+    def _prepare_run_dir(self) -> RunConfig:
+        config = self.config
+        if config.generate_data and not _has_training_data(self.problem, config.data_dir):
+            summary = datagen.generate(config.problem, config.data_dir,
+                                       config.tmp_dir or config.data_dir)
+            print(summary.format(), flush=True)
+        vocabulary = self.problem.load_vocab(config.data_dir)
+        run_config = RunConfig(
+            problem=config.problem, model=config.model, hparams_set=config.hparams_set,
+            hparams_overrides=config.hparams_overrides, hparams=self.hparams.to_dict(),
+            vocab_size=vocabulary.vocab_size, vocab_file=self.problem.vocab_filename,
+            data_dir=str(Path(config.data_dir).resolve()))
+        existing = RunConfig.load_if_present(config.output_dir)
+        if existing is not None:
+            run_config.check_same_run(existing, config.output_dir)
+        if self.chief:
+            os.makedirs(config.output_dir, exist_ok=True)
+            vocabulary.copy_to(config.output_dir)
+            run_config.save(config.output_dir)
+        self.vocabulary = vocabulary
+        return run_config
+
+    def _write_dir(self) -> str:
+        """Where this worker writes checkpoints: the run directory on the chief, a scratch
+        directory on other workers (every worker must take part in saving)."""
+        if self.chief:
+            return self.config.output_dir
+        return tempfile.mkdtemp(prefix="t2t_lite_worker_")
+
+    # Training -----------------------------------------------------------------------
+    def run(self) -> Dict[str, float]:
+        config = self.config
+        run_config = self._prepare_run_dir()
+        with self.strategy.scope():
+            model = registry.MODELS.get(config.model)(self.hparams, run_config.vocab_size)
+            _build(model)
+            optimizer = make_optimizer(self.hparams)
+            optimizer.build(model.trainable_variables)
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        write_dir = self._write_dir()
+        manager = tf.train.CheckpointManager(checkpoint, write_dir,
+                                             max_to_keep=config.keep_checkpoint_max,
+                                             step_counter=optimizer.iterations)
+        restored = manager.restore_or_initialize()
+        start_step = int(optimizer.iterations.numpy())
+        if restored:
+            print(f"Resuming from {restored} at step {start_step}", flush=True)
+        if start_step >= self.train_steps:
+            print(f"Step {start_step} >= --train_steps={self.train_steps}: nothing to do.")
+            return {"step": start_step}
+
+        iterator = iter(self._train_dataset(batches_done=start_step * config.gradient_accumulation_steps))
+        train_step = TrainStep(model, optimizer, self.strategy, self.hparams.label_smoothing,
+                               config.gradient_accumulation_steps, config.jit_compile)
+        evaluator = Evaluator(model, self.problem, self.vocabulary, self.hparams,
+                              config.data_dir, eval_steps=config.eval_steps,
+                              bleu_sentences=config.eval_bleu_sentences,
+                              beam_size=config.eval_beam_size)
+        summary_root = config.output_dir if self.chief else write_dir
+        train_writer = tf.summary.create_file_writer(os.path.join(summary_root, "train"))
+        eval_writer = tf.summary.create_file_writer(os.path.join(summary_root, "eval"))
+        progress = ProgressLog(self.train_steps, config.log_step_count_steps,
+                               learning_rate=lambda: float(optimizer.learning_rate))
+
+        last_save = time.monotonic()
+        eval_results: Dict[str, float] = {}
+        step = start_step
+        while step < self.train_steps:
+            stats = {k: float(v) for k, v in train_step.step(iterator).items()}
+            step = int(optimizer.iterations.numpy())
+            loss = stats["loss_sum"] / max(stats["tokens"], 1.0)
+            if not math.isfinite(loss):
+                raise NonFiniteLossError(
+                    f"training loss became {loss} at step {step}; the last good checkpoint "
+                    f"({manager.latest_checkpoint or 'none'}) was kept. Lower the learning rate "
+                    f"(--hparams=learning_rate_constant=...) or check the data.")
+            line = progress.update(step, stats)
+            if line is not None:
+                print(line, flush=True)
+                with train_writer.as_default(step=step):
+                    for name, value in progress.last_scalars.items():
+                        tf.summary.scalar(name, value)
+            if time.monotonic() - last_save >= config.save_checkpoints_secs:
+                manager.save(checkpoint_number=step)
+                last_save = time.monotonic()
+            if config.local_eval_frequency and step % config.local_eval_frequency == 0 \
+                    and step < self.train_steps:
+                eval_results = self._evaluate(evaluator, eval_writer, step)
+        manager.save(checkpoint_number=step)
+        eval_results = self._evaluate(evaluator, eval_writer, step)
+        train_writer.flush()
+        if not self.chief:
+            shutil.rmtree(write_dir, ignore_errors=True)
+        summary = {"step": step, **progress.summary(), **eval_results}
+        print("Training done: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()),
+              flush=True)
+        return summary
+
+    def _evaluate(self, evaluator: "Evaluator", writer, step: int) -> Dict[str, float]:
+        results = evaluator.evaluate()
+        print(f"[eval] step {step}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in results.items()),
+              flush=True)
+        with writer.as_default(step=step):
+            for name, value in results.items():
+                tf.summary.scalar(name, value)
+        writer.flush()
+        return {f"eval_{k}": v for k, v in results.items()}
+
+    def _train_dataset(self, batches_done: int):
+        """The seeded training stream, advanced past the batches already trained on."""
+        config = self.config
+
+        def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+            dataset = make_dataset(self.problem, config.data_dir, "train", self.hparams,
+                                   training=True, input_context=input_context,
+                                   seed=config.random_seed)
+            return dataset.skip(batches_done) if batches_done else dataset
+
+        return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _has_training_data(problem, data_dir: str) -> bool:
+    """True when datagen has written the vocabulary and the train split into data_dir."""
+    return (problem.vocab_path(data_dir).exists()
+            and datagen.stats_path(data_dir, problem.name, "train").exists())
+
+
+def _build(model: keras.Model) -> None:
+    """Creates the model's variables with a two-token batch."""
+    ones = tf.ones([1, 2], tf.int32)
+    model({"inputs": ones, "targets": ones}, training=False)
+
+
+def _fmt(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
