@@ -1,0 +1,249 @@
+"""Translating text with a trained model: tokenise, batch by length, beam search, detokenise.
+
+    translator = Translator(model, vocabulary, beam_size=4, alpha=0.6, extra_length=50)
+    translator.translate(["a sentence", "another"])        # -> best translation each
+    translator.translate_nbest(["a sentence"])             # -> [[(text, score), ...]]
+
+Inputs are tokenised with the run's ``Vocabulary``, EOS appended, truncated to
+``max_input_length`` tokens (EOS included; 0 = the model's ``hparams.max_length``), sorted
+by length and cut into batches of about ``batch_size`` source tokens. Each batch is padded
+to a bucket length ``L`` (powers of two from 8, then ``max_input_length``), so the search
+is traced once per bucket. A sentence of ``n`` tokens (EOS included) may produce
+``n + extra_length`` tokens (EOS included), as the paper decodes. Beam size 1 is greedy
+search; otherwise ``beam_search`` with GNMT's length penalty ``alpha``. With
+``return_beams`` the search does not stop early, so every one of the ``beam_size``
+hypotheses is final (an N-best list).
+
+``translate_ids`` is one ``tf.function`` over any ``[b, s]`` batch (``s`` padded in the graph
+to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
+from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.greedy import greedy_search
+
+logger = logging.getLogger(__name__)
+
+SMALLEST_BUCKET = 8
+Hypotheses = List[Tuple[str, float]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Truncation:
+    """Sentence ``index`` had ``num_tokens`` tokens (EOS included); ``kept`` were decoded."""
+
+    index: int
+    num_tokens: int
+    kept: int
+
+
+def bucket_lengths(max_input_length: int) -> Tuple[int, ...]:
+    """Padded input lengths: 8, 16, 32, ... below ``max_input_length``, then it."""
+    if max_input_length < 2:
+        raise ValueError(f"max_input_length must be >= 2 (a token and EOS), got "
+                         f"{max_input_length}")
+    lengths, length = [], SMALLEST_BUCKET
+    while length < max_input_length:
+        lengths.append(length)
+        length *= 2
+    return tuple(lengths) + (max_input_length,)
+
+
+class Translator:
+    """Batch translation with a model that has ``encode``/``initial_decode_cache``/``decode_step``.
+
+    Args:
+      model: e.g. ``Transformer`` (its ``hparams.max_length`` and ``hparams.pos`` bound the
+        lengths), with its variables restored.
+      vocabulary: the run's shared ``Vocabulary``.
+      beam_size: hypotheses per sentence; 1 = greedy search.
+      alpha: GNMT length-penalty exponent.
+      extra_length: a sentence of ``n`` tokens may produce ``n + extra_length`` tokens.
+      max_input_length: longer inputs are truncated to it (EOS included); 0 = the model's
+        ``hparams.max_length``.
+      return_beams: decode complete N-best lists (no early stop).
+      jit_compile: compile the search with XLA (batch rows are then padded to powers of two
+        so that few shapes are compiled).
+      batch_size: source tokens (padded) per batch.
+    """
+
+    def __init__(self, model, vocabulary: Vocabulary, beam_size: int = 4, alpha: float = 0.6,
+                 extra_length: int = 50, max_input_length: int = 0, return_beams: bool = False,
+                 jit_compile: bool = False, batch_size: int = 4096):
+        if beam_size < 1 or extra_length < 0 or alpha < 0 or batch_size < 1:
+            raise ValueError(f"Translator needs beam_size >= 1, extra_length >= 0, alpha >= 0 "
+                             f"and batch_size >= 1; got beam_size={beam_size}, extra_length="
+                             f"{extra_length}, alpha={alpha}, batch_size={batch_size}")
+        self.model = model
+        self.vocabulary = vocabulary
+        self.beam_size = int(beam_size)
+        self.alpha = float(alpha)
+        self.extra_length = int(extra_length)
+        self.return_beams = bool(return_beams)
+        self.jit_compile = bool(jit_compile)
+        self.batch_size = int(batch_size)
+        hparams = model.hparams
+        self.max_input_length = int(max_input_length or hparams.max_length)
+        # Learned positions exist only up to max_length: inputs and outputs must fit.
+        self._max_positions = hparams.max_length if hparams.pos == "emb" else None
+        if self._max_positions is not None:
+            self.max_input_length = min(self.max_input_length, self._max_positions)
+        self.buckets = bucket_lengths(self.max_input_length)
+        self.vocab_size = int(model.vocab_size)
+        self._search_fn = tf.function(self._search, jit_compile=self.jit_compile)
+        self._bucket_fns: Dict[int, Callable] = {}
+        self._detokenize_fn = tf.function(
+            vocabulary.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        self.translate_ids = tf.function(
+            self._translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+
+    # Shapes ---------------------------------------------------------------------------
+    def output_length(self, input_length: int) -> int:
+        """``T``, the id buffer length for inputs padded to ``input_length``."""
+        length = input_length + self.extra_length
+        return min(length, self._max_positions) if self._max_positions else length
+
+    @property
+    def max_output_length(self) -> int:
+        """``T`` of ``translate_ids``'s output (the largest bucket's)."""
+        return self.output_length(self.buckets[-1])
+
+    def bucket_for(self, length: int) -> int:
+        """The smallest bucket length >= ``length`` (``length`` <= max_input_length)."""
+        for bucket in self.buckets:
+            if length <= bucket:
+                return bucket
+        raise ValueError(f"input of {length} tokens exceeds max_input_length "
+                         f"{self.max_input_length}; truncate it first (encode does)")
+
+    # The search, in the graph ---------------------------------------------------------
+    def _search(self, inputs):
+        """inputs int32 [b, L] (L static, 0-padded, EOS-terminated) ->
+        (ids int32 [b, k, T], scores float32 [b, k]) with T = output_length(L)."""
+        length = inputs.shape[1]
+        max_length = self.output_length(length)
+        source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
+        decode_length = tf.minimum(source_lengths + self.extra_length, max_length)
+        memory, memory_mask = self.model.encode(inputs, training=False)
+        cache = self.model.initial_decode_cache(memory, memory_mask, max_length)
+        start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
+        if self.beam_size == 1:
+            ids, scores = greedy_search(self.model.decode_step, start, decode_length,
+                                        self.vocab_size, states=cache, eos_id=EOS_ID,
+                                        alpha=self.alpha, max_length=max_length)
+            return ids[:, None, :], scores[:, None]
+        return beam_search(self.model.decode_step, start, self.beam_size, decode_length,
+                           self.vocab_size, self.alpha, states=cache, eos_id=EOS_ID,
+                           stop_early=not self.return_beams, max_length=max_length)
+
+    def _bucket_fn(self, length: int) -> Callable:
+        """The search traced for inputs [None, length] (traced on first use)."""
+        if length not in self._bucket_fns:
+            self._bucket_fns[length] = self._search_fn.get_concrete_function(
+                tf.TensorSpec([None, length], tf.int32))
+        return self._bucket_fns[length]
+
+    def _translate_ids(self, inputs):
+        """inputs int32 [b, s] (0-padded, EOS-terminated) -> (ids int32 [b, k, T],
+        scores float32 [b, k]), T = ``max_output_length``. Rows longer than
+        ``max_input_length`` are cut to it, EOS last."""
+        inputs = tf.cast(inputs, tf.int32)
+        longest = self.buckets[-1]
+        width = tf.shape(inputs)[1]
+        cut = inputs[:, :longest]
+        last = tf.where(tf.not_equal(cut[:, -1:], PAD_ID) & (width > longest), EOS_ID,
+                        cut[:, -1:])
+        inputs = tf.concat([cut[:, :-1], last], axis=1)
+        width = tf.shape(inputs)[1]
+        index = tf.reduce_sum(tf.cast(tf.constant(self.buckets) < width, tf.int32))
+        total = self.max_output_length
+
+        def branch(length):
+            def run():
+                padded = tf.pad(inputs, [[0, 0], [0, length - width]])
+                padded = tf.ensure_shape(padded, [None, length])
+                ids, scores = self._search_fn(padded)
+                ids = tf.pad(ids, [[0, 0], [0, 0], [0, total - self.output_length(length)]])
+                return ids, scores
+            return run
+
+        return tf.switch_case(index, [branch(length) for length in self.buckets])
+
+    # Python API -----------------------------------------------------------------------
+    def encode(self, sentences: Sequence[str]) -> Tuple[List[List[int]], List[Truncation]]:
+        """Sentences -> ids with EOS appended, cut to ``max_input_length``, and the cuts."""
+        encoded, truncations = [], []
+        for index, ids in enumerate(self.vocabulary.encode_batch(list(sentences))):
+            ids = list(ids) + [EOS_ID]
+            if len(ids) > self.max_input_length:
+                truncations.append(Truncation(index, len(ids), self.max_input_length))
+                ids = ids[:self.max_input_length - 1] + [EOS_ID]
+            encoded.append(ids)
+        return encoded, truncations
+
+    def batches(self, encoded: Sequence[Sequence[int]]) -> List[Tuple[int, List[int]]]:
+        """(bucket length, sentence indices) per batch: longest first, ``batch_size`` tokens."""
+        order = sorted(range(len(encoded)), key=lambda i: (-len(encoded[i]), i))
+        batches: List[Tuple[int, List[int]]] = []
+        for index in order:
+            bucket = self.bucket_for(len(encoded[index]))
+            rows = max(1, self.batch_size // bucket)
+            if batches and batches[-1][0] == bucket and len(batches[-1][1]) < rows:
+                batches[-1][1].append(index)
+            else:
+                batches.append((bucket, [index]))
+        return batches
+
+    def translate_encoded(self, encoded: Sequence[Sequence[int]],
+                          progress: Optional[Callable[[int], None]] = None
+                          ) -> List[Hypotheses]:
+        """EOS-terminated id lists (from ``encode``) -> each one's hypotheses, best first.
+
+        A sentence gets ``beam_size`` (text, score) pairs, fewer when early stopping left
+        a beam slot without a finished hypothesis. ``progress(n)`` is called after each
+        batch with the number of sentences it held.
+        """
+        results: List[Optional[Hypotheses]] = [None] * len(encoded)
+        for bucket, indices in self.batches(encoded):
+            rows = len(indices)
+            padded_rows = _next_power_of_two(rows) if self.jit_compile else rows
+            batch = np.zeros([padded_rows, bucket], np.int32)
+            batch[rows:, 0] = EOS_ID  # filler rows under XLA: an empty sentence
+            for row, index in enumerate(indices):
+                batch[row, :len(encoded[index])] = encoded[index]
+            ids, scores = self._bucket_fn(bucket)(tf.constant(batch))
+            ids, scores = ids[:rows], scores[:rows].numpy()
+            k = ids.shape[1]
+            texts = self._detokenize_fn(tf.reshape(ids, [rows * k, -1])).numpy()
+            for row, index in enumerate(indices):
+                results[index] = [(texts[row * k + j].decode("utf-8", errors="replace"),
+                                   float(scores[row, j]))
+                                  for j in range(k) if math.isfinite(scores[row, j])]
+            if progress is not None:
+                progress(rows)
+        return results  # type: ignore[return-value]
+
+    def translate_nbest(self, sentences: Sequence[str]) -> List[Hypotheses]:
+        """Each sentence's hypotheses [(text, score)], best first, in input order."""
+        encoded, truncations = self.encode(sentences)
+        for cut in truncations:
+            logger.warning("sentence %d has %d tokens (EOS included); truncated to %d",
+                           cut.index, cut.num_tokens, cut.kept)
+        return self.translate_encoded(encoded)
+
+    def translate(self, sentences: Sequence[str]) -> List[str]:
+        """The best translation of each sentence, in input order."""
+        return [beams[0][0] if beams else "" for beams in self.translate_nbest(sentences)]
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())

@@ -1,0 +1,103 @@
+"""Rebuilding a trained model from a run directory (the decoder, exporter and averager share it).
+
+A run directory (``output_dir``) holds ``run_config.json``, the vocabulary file named by
+``run_config.vocab_file`` and checkpoints written by ``tf.train.CheckpointManager`` over
+``tf.train.Checkpoint(model=model, optimizer=optimizer)``. Checkpoints written by
+``t2t-lite-avg-checkpoints`` hold the model alone; both restore here.
+
+    run_config, problem, model, vocabulary = load_trained_model("runs/numbers_tiny")
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional, Tuple, Union
+
+import keras
+import tensorflow as tf
+
+from t2t_lite import registry
+from t2t_lite.data.problem import Problem, get_problem
+from t2t_lite.data.vocab import Vocabulary, load_vocabulary
+from t2t_lite.run_config import RunConfig
+
+PathLike = Union[str, Path]
+
+
+class CheckpointError(FileNotFoundError):
+    """A checkpoint that is missing, unreadable or does not match the run's model."""
+
+
+def build_model(run_config: RunConfig) -> keras.Model:
+    """The run's model with its variables created (called once on a 1-token batch)."""
+    model = registry.MODELS.get(run_config.model)(run_config.resolved_hparams(),
+                                                 run_config.vocab_size)
+    one_token = tf.ones([1, 1], tf.int32)
+    model({"inputs": one_token, "targets": one_token}, training=False)
+    return model
+
+
+def resolve_checkpoint(output_dir: PathLike, checkpoint_path: Optional[PathLike] = None) -> str:
+    """The checkpoint prefix to restore.
+
+    ``checkpoint_path`` may be a prefix (``RUN/ckpt-7``, or one written by
+    t2t-lite-avg-checkpoints) or a directory (its latest checkpoint); without it, the
+    latest checkpoint of ``output_dir``.
+    """
+    if checkpoint_path:
+        path = Path(checkpoint_path)
+        if path.is_dir():
+            latest = tf.train.latest_checkpoint(str(path))
+            if latest is None:
+                raise CheckpointError(f"--checkpoint_path={path} is a directory with no "
+                                      f"checkpoint state file; pass a prefix such as "
+                                      f"{path}/ckpt-N")
+            return latest
+        if not Path(str(path) + ".index").is_file():
+            raise CheckpointError(f"--checkpoint_path={path}: no checkpoint there (expected "
+                                  f"{path}.index); pass a prefix such as RUN/ckpt-N")
+        return str(path)
+    latest = tf.train.latest_checkpoint(str(output_dir))
+    if latest is None:
+        raise CheckpointError(f"{output_dir} holds no checkpoint yet (no 'checkpoint' state "
+                              f"file); train first, or pass --checkpoint_path")
+    return latest
+
+
+def run_checkpoints(output_dir: PathLike) -> List[str]:
+    """Every checkpoint prefix the run's state file lists, oldest first."""
+    state = tf.train.get_checkpoint_state(str(output_dir))
+    if state is None:
+        return []
+    return [path if Path(path).is_absolute() else str(Path(output_dir) / path)
+            for path in state.all_model_checkpoint_paths]
+
+
+def restore_model(model: keras.Model, checkpoint_path: str) -> None:
+    """Restores every variable of ``model`` from ``checkpoint_path`` (a prefix).
+
+    Optimizer state in the checkpoint is ignored; a model variable that the checkpoint
+    does not hold raises ``CheckpointError`` (a checkpoint of another model or size).
+    """
+    status = tf.train.Checkpoint(model=model).restore(checkpoint_path).expect_partial()
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as error:
+        raise CheckpointError(f"{checkpoint_path} does not hold every variable of the run's "
+                              f"model (another model, hparams or vocabulary size?): "
+                              f"{str(error)[:500]}") from None
+
+
+def load_trained_model(output_dir: PathLike, checkpoint_path: Optional[PathLike] = None
+                       ) -> Tuple[RunConfig, Problem, keras.Model, Vocabulary]:
+    """(run_config, problem, model restored from the checkpoint, vocabulary) of a run."""
+    run_config = RunConfig.load(str(output_dir))
+    problem = get_problem(run_config.problem)
+    vocabulary = load_vocabulary(Path(output_dir) / run_config.vocab_file)
+    if vocabulary.vocab_size != run_config.vocab_size:
+        raise ValueError(f"{Path(output_dir) / run_config.vocab_file} has "
+                         f"{vocabulary.vocab_size} tokens but run_config.json says "
+                         f"vocab_size={run_config.vocab_size}; restore the run's vocabulary")
+    path = resolve_checkpoint(output_dir, checkpoint_path)
+    model = build_model(run_config)
+    restore_model(model, path)
+    return run_config, problem, model, vocabulary
