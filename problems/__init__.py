@@ -1,2 +1,3 @@
 """Registered problems (installed as ``t2t_lite.problems``); each import registers its own."""
 from t2t_lite.problems import translate_multi30k, translate_numbers, translate_wmt14  # noqa: F401
+from t2t_lite.problems import parsing  # noqa: F401
