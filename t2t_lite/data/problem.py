@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import ClassVar, Iterable, Iterator, Mapping, Optional, Tuple, Union
+from typing import ClassVar, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from t2t_lite.data import datagen
 from t2t_lite.data.raw import RawFile, TextPair
@@ -126,6 +126,27 @@ class Problem:
         self.check_split(split)
         summary = datagen.load_split_summary(data_dir, self.name, split)
         return tuple(Path(data_dir) / shard for shard in summary.shards)
+
+    # Decoding (t2t-lite-decoder) -------------------------------------------------------
+    def postprocess_decode(self, source: str, hypothesis: str) -> str:
+        """The line the decoder writes for ``hypothesis`` (the raw detokenised model output)
+        of ``source``; identity here (parsing repairs it into a tree)."""
+        return hypothesis
+
+    def read_references(self, path: Union[str, Path]) -> List[str]:
+        """References for ``--decode_reference``, one per input line, compared with the raw
+        hypotheses by ``eval_metrics``; here the UTF-8 lines of ``path``."""
+        data = Path(path).read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise ValueError(f"{path}:{line}: not valid UTF-8 ({error.reason}); fix or "
+                             f"re-encode the reference file") from None
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 class TranslationProblem(Problem):
