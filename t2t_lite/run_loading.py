@@ -72,12 +72,26 @@ def run_checkpoints(output_dir: PathLike) -> List[str]:
             for path in state.all_model_checkpoint_paths]
 
 
+def untracked_variables(model: keras.Model) -> List[str]:
+    """Paths of trainable variables that ``tf.train.Checkpoint(model=model)`` cannot reach
+    (e.g. layers kept only in a Keras list): they would be neither saved nor restored."""
+    checkpoint = tf.train.Checkpoint(model=model)
+    reachable = {id(obj) for obj in tf.train.TrackableView(checkpoint).descendants()}
+    return [variable.path for variable in model.trainable_variables
+            if id(variable) not in reachable]
+
+
 def restore_model(model: keras.Model, checkpoint_path: str) -> None:
     """Restores every variable of ``model`` from ``checkpoint_path`` (a prefix).
 
     Optimizer state in the checkpoint is ignored; a model variable that the checkpoint
     does not hold raises ``CheckpointError`` (a checkpoint of another model or size).
     """
+    missing = untracked_variables(model)
+    if missing:
+        raise CheckpointError(f"{len(missing)} variables of the model are not tracked for "
+                              f"checkpoints and cannot be restored (a model bug: track "
+                              f"layers as attributes), e.g. {missing[:3]}")
     status = tf.train.Checkpoint(model=model).restore(checkpoint_path).expect_partial()
     try:
         status.assert_existing_objects_matched()

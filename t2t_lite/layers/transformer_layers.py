@@ -204,6 +204,10 @@ class _Stack(keras.layers.Layer):
         self.blocks = [self.layer_class(**self.layer_config, name=f"layer_{i}",
                                         dtype=self.dtype_policy)
                        for i in range(num_layers)]
+        # Keras 3 lists are not TensorFlow-tracked: without this, tf.train.Checkpoint
+        # would save none of the blocks' weights (and restore "successfully").
+        for i, block in enumerate(self.blocks):
+            self._track_trackable(block, name=f"layer_{i}")
         self.pre_norm = self.layer_config.get("layer_norm_position", "post") == "pre"
         self.final_norm = (keras.layers.LayerNormalization(
             epsilon=self.layer_config.get("layer_norm_epsilon", 1e-6), name="final_norm",
