@@ -9,6 +9,9 @@ COMMANDS = {
     "t2t-lite-info": "t2t_lite.commands.info:main",
     "t2t-lite-datagen": "t2t_lite.commands.datagen:main",
     "t2t-lite-trainer": "t2t_lite.commands.trainer:main",
+    "t2t-lite-decoder": "t2t_lite.commands.decoder:main",
+    "t2t-lite-avg-checkpoints": "t2t_lite.commands.avg_checkpoints:main",
+    "t2t-lite-exporter": "t2t_lite.commands.exporter:main",
 }
 
 setup(

@@ -1,0 +1,75 @@
+"""Checkpoint averaging, as the paper evaluates (the last 5 checkpoints for base, 20 for big).
+
+``average_checkpoints(output_dir, checkpoints, output_path)`` restores each checkpoint into
+the run's model (so TensorFlow itself maps checkpoint keys to variables, and a checkpoint
+that lacks a model variable is refused), sums every float variable in float64 and writes
+the element-wise mean as a checkpoint of the model alone
+(``tf.train.Checkpoint(model=model).write(output_path)``), which ``t2t-lite-decoder`` and
+``t2t-lite-exporter`` restore with ``--checkpoint_path=output_path``. Non-float variables
+(none in the Transformer; e.g. counters) take the newest checkpoint's value. The run's
+``checkpoint`` state file is not touched, so training resumes from its own checkpoints.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.run_config import RunConfig
+from t2t_lite.run_loading import (CheckpointError, build_model, resolve_checkpoint,
+                                  restore_model, run_checkpoints)
+
+PathLike = Union[str, Path]
+
+
+def last_checkpoints(output_dir: PathLike, count: int) -> List[str]:
+    """The newest ``count`` checkpoints of a run, oldest first (fewer if it has fewer)."""
+    if count < 1:
+        raise ValueError(f"--num_last_checkpoints must be >= 1, got {count}")
+    paths = run_checkpoints(output_dir)
+    if not paths:
+        raise CheckpointError(f"{output_dir} lists no checkpoints (no 'checkpoint' state "
+                              f"file); train first, or pass --checkpoints")
+    return paths[-count:]
+
+
+def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
+                        output_path: PathLike) -> str:
+    """Writes the mean of ``checkpoints`` (prefixes) of the run in ``output_dir`` to
+    ``output_path`` (a prefix) and returns the written prefix."""
+    if not checkpoints:
+        raise ValueError("no checkpoints to average")
+    paths = [resolve_checkpoint(output_dir, path) for path in checkpoints]
+    run_config = RunConfig.load(str(output_dir))
+    model = build_model(run_config)
+    variables = model.variables
+    sums: Optional[List[np.ndarray]] = None
+    for path in paths:
+        restore_model(model, path)
+        values = [variable.numpy() for variable in variables]
+        if sums is None:
+            sums = [value.astype(np.float64) if _is_float(value) else value
+                    for value in values]
+        else:
+            sums = [total + value if _is_float(value) else value
+                    for total, value in zip(sums, values)]
+    for variable, total in zip(variables, sums):
+        if _is_float(total):
+            variable.assign((total / len(paths)).astype(variable.dtype))
+        else:
+            variable.assign(total)
+    output_path = Path(output_path)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint.save_counter  # noqa: B018 -- created, so written: restores expect it
+    written = checkpoint.write(str(output_path))
+    Path(str(output_path) + ".averaged.json").write_text(
+        json.dumps({"output_dir": str(output_dir), "checkpoints": paths}, indent=2) + "\n")
+    return written
+
+
+def _is_float(value: np.ndarray) -> bool:
+    return np.issubdtype(value.dtype, np.floating)

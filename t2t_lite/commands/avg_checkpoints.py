@@ -1,0 +1,72 @@
+"""``t2t-lite-avg-checkpoints``: average a run's checkpoints into one checkpoint.
+
+    t2t-lite-avg-checkpoints --output_dir=runs/base                  # the run's last 5 (base)
+    t2t-lite-avg-checkpoints --output_dir=RUN --num_last_checkpoints=20 --output_path=RUN/avg20/ckpt
+    t2t-lite-avg-checkpoints --output_dir=RUN --checkpoints=RUN/ckpt-8,RUN/ckpt-9
+
+``--num_last_checkpoints`` defaults to the run's ``hparams.average_checkpoints`` (the
+paper's 5 for base, 20 for big); with fewer checkpoints kept, all are averaged and a
+warning says so. The result (default ``OUTPUT_DIR/averaged/ckpt-avg``) is a checkpoint of
+the model alone; decode or export it with ``--checkpoint_path=PATH``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from t2t_lite.commands.common import positive_int, run_reporting_errors
+
+DEFAULT_OUTPUT = Path("averaged") / "ckpt-avg"
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="t2t-lite-avg-checkpoints",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--output_dir", required=True,
+                        help="run directory written by t2t-lite-trainer")
+    parser.add_argument("--num_last_checkpoints", type=positive_int, default=None,
+                        help="average the newest N checkpoints (default: the run's "
+                             "hparams.average_checkpoints)")
+    parser.add_argument("--checkpoints", default="",
+                        help="comma-separated checkpoint prefixes to average instead")
+    parser.add_argument("--output_path", default="",
+                        help=f"checkpoint prefix to write (default: "
+                             f"OUTPUT_DIR/{DEFAULT_OUTPUT.as_posix()})")
+    args = parser.parse_args(argv)
+    if args.checkpoints and args.num_last_checkpoints:
+        parser.error("give --checkpoints or --num_last_checkpoints, not both")
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    return run_reporting_errors(lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> str:
+    from t2t_lite.averaging import average_checkpoints, last_checkpoints
+    from t2t_lite.run_config import RunConfig
+
+    if args.checkpoints:
+        checkpoints = [path.strip() for path in args.checkpoints.split(",") if path.strip()]
+        if not checkpoints:
+            raise ValueError(f"--checkpoints={args.checkpoints!r} names no checkpoint")
+    else:
+        count = args.num_last_checkpoints
+        if count is None:
+            count = RunConfig.load(args.output_dir).resolved_hparams().average_checkpoints
+        checkpoints = last_checkpoints(args.output_dir, count)
+        if len(checkpoints) < count:
+            print(f"warning: {args.output_dir} keeps {len(checkpoints)} checkpoint(s), fewer "
+                  f"than the {count} asked for; averaging those", file=sys.stderr)
+    output_path = args.output_path or str(Path(args.output_dir) / DEFAULT_OUTPUT)
+    written = average_checkpoints(args.output_dir, checkpoints, output_path)
+    print(f"averaged {len(checkpoints)} checkpoint(s): {', '.join(checkpoints)}")
+    print(f"wrote {written}; decode it with --checkpoint_path={written}")
+    return written
+
+
+if __name__ == "__main__":
+    sys.exit(main())

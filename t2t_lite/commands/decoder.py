@@ -1,0 +1,181 @@
+"""``t2t-lite-decoder``: translate a file (or stdin) with a trained run, one line per line.
+
+    t2t-lite-decoder --output_dir=runs/numbers_tiny < input.en > output.de
+    t2t-lite-decoder --output_dir=RUN --checkpoint_path=RUN/averaged/ckpt-avg \\
+        --decode_from_file=test.en --decode_to_file=test.hyp.de --decode_reference=test.de \\
+        --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=4096"
+
+Everything about the model comes from the run directory (``run_config.json``, the
+vocabulary, the latest checkpoint or ``--checkpoint_path``). Decode hparams start from
+the problem's defaults (translation: beam 4, alpha 0.6, extra length 50).
+
+Exactly one output line per input line, in input order: an empty or whitespace-only line
+gives an empty line; a line with more tokens than ``max_input_length`` (default: the
+model's ``hparams.max_length``) is truncated, with a warning naming the line; a line that
+is not valid UTF-8 is decoded with U+FFFD for its bad bytes, with a warning naming the
+line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; with
+``return_beams=true`` it is ``beam_size`` tab-separated ``hypothesis<TAB>score`` pairs.
+
+``--decode_reference=FILE`` scores the raw hypotheses against ``problem.read_references``
+with the problem's metrics (BLEU: sacreBLEU's score and signature). The score goes to
+stdout when translations go to ``--decode_to_file``, else to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, TextIO
+
+from t2t_lite.commands.common import run_reporting_errors
+
+MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="t2t-lite-decoder",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--output_dir", required=True,
+                        help="run directory written by t2t-lite-trainer")
+    parser.add_argument("--checkpoint_path", default="",
+                        help="checkpoint prefix (e.g. RUN/ckpt-7 or one written by "
+                             "t2t-lite-avg-checkpoints); default: the run's latest")
+    parser.add_argument("--decode_from_file", default="",
+                        help="input sentences, one per line (default: stdin)")
+    parser.add_argument("--decode_to_file", default="",
+                        help="where to write the translations (default: stdout)")
+    parser.add_argument("--decode_hparams", default="",
+                        help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,"
+                             "return_beams=false,max_input_length=0'")
+    parser.add_argument("--decode_reference", default="",
+                        help="reference translations, one per input line: print the "
+                             "problem's metrics (sacreBLEU with its signature)")
+    parser.add_argument("--jit_compile", action="store_true",
+                        help="compile the search with XLA (worth it on GPUs)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    return run_reporting_errors(lambda: decode(args))
+
+
+def decode(args: argparse.Namespace) -> None:
+    """The decoder's work for parsed flags; user errors raise (reported by ``main``)."""
+    from tqdm import tqdm
+
+    from t2t_lite.decoding import parse
+    from t2t_lite.decoding.lines import decode_lines, is_blank, split_lines
+    from t2t_lite.decoding.translator import Translator
+    from t2t_lite.run_loading import load_trained_model
+
+    if args.decode_from_file and not Path(args.decode_from_file).is_file():
+        raise FileNotFoundError(f"--decode_from_file={args.decode_from_file} does not exist")
+    if args.decode_reference and not Path(args.decode_reference).is_file():
+        raise FileNotFoundError(f"--decode_reference={args.decode_reference} does not exist")
+    run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
+                                                                args.checkpoint_path or None)
+    hp = parse(args.decode_hparams, problem.decode_defaults)
+    source_name = args.decode_from_file or "<stdin>"
+    data = (Path(args.decode_from_file).read_bytes() if args.decode_from_file
+            else sys.stdin.buffer.read())
+    sources, bad_lines = decode_lines(split_lines(data))
+    warn_lines((f"{source_name}: {bad}" for bad in bad_lines), "lines not valid UTF-8")
+
+    translator = Translator(model, vocabulary, beam_size=hp.beam_size, alpha=hp.alpha,
+                            extra_length=hp.extra_length, max_input_length=hp.max_input_length,
+                            return_beams=hp.return_beams, jit_compile=args.jit_compile,
+                            batch_size=hp.batch_size)
+    todo = [index for index, text in enumerate(sources) if not is_blank(text)]
+    encoded, truncations = translator.encode([sources[index] for index in todo])
+    warn_lines((f"{source_name}: line {todo[cut.index] + 1}: {cut.num_tokens} tokens (EOS "
+               f"included) exceed max_input_length={translator.max_input_length}; truncated "
+               f"to {cut.kept} (raise --decode_hparams=max_input_length=N)"
+               for cut in truncations), "truncated lines")
+
+    start = time.perf_counter()
+    with tqdm(total=len(todo), unit="sent", desc="decoding", file=sys.stderr,
+              dynamic_ncols=True) as bar:
+        nbest = translator.translate_encoded(encoded, progress=bar.update)
+    seconds = time.perf_counter() - start
+
+    hypotheses = [""] * len(sources)
+    outputs = [""] * len(sources)
+    for index, beams in zip(todo, nbest):
+        hypotheses[index] = beams[0][0] if beams else ""
+        outputs[index] = format_output(problem, sources[index], beams, hp.return_beams)
+    write_lines(outputs, args.decode_to_file)
+    print(f"decoded {len(sources)} lines ({len(todo)} translated, "
+          f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
+          f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
+          f"[{hp.to_string()}]", file=sys.stderr)
+
+    if args.decode_reference:
+        report = score_report(problem, hypotheses, sources, args.decode_reference)
+        print(report, file=sys.stdout if args.decode_to_file else sys.stderr)
+
+
+def format_output(problem, source: str, beams, return_beams: bool) -> str:
+    """The output line of one translated sentence (best, or tab-separated N-best)."""
+    from t2t_lite.decoding.lines import one_line
+    if not return_beams:
+        return one_line(problem.postprocess_decode(source, beams[0][0]) if beams else "")
+    return "\t".join(f"{one_line(problem.postprocess_decode(source, text), chr(9))}\t"
+                     f"{score:.6g}" for text, score in beams)
+
+
+def write_lines(lines: Sequence[str], path: str) -> None:
+    """Writes ``lines`` (UTF-8, each ending in a newline) to ``path`` atomically, or stdout."""
+    text = "".join(line + "\n" for line in lines)
+    if not path:
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(text.encode("utf-8"))
+    os.replace(tmp, target)
+
+
+def score_report(problem, hypotheses: Sequence[str], sources: Sequence[str],
+                 reference_path: str) -> str:
+    """The problem's metrics of the raw hypotheses; BLEU with sacreBLEU's signature."""
+    from t2t_lite.metrics.bleu import corpus_bleu
+    from t2t_lite.metrics.text_metrics import score_texts
+
+    references = problem.read_references(reference_path)
+    if len(references) != len(hypotheses):
+        raise ValueError(f"--decode_reference={reference_path} has {len(references)} "
+                         f"references but the input has {len(hypotheses)} lines; they must "
+                         f"align line by line")
+    if not problem.eval_metrics:
+        raise ValueError(f"problem {problem.name} names no eval_metrics to score "
+                         f"--decode_reference with")
+    lines = []
+    for name in problem.eval_metrics:
+        if name == "bleu":
+            lines.append(str(corpus_bleu(hypotheses, references)))
+        else:
+            scores = score_texts((name,), hypotheses, references, sources)
+            lines.extend(f"{key} = {value:.4f}" for key, value in scores.items())
+    return "\n".join(lines)
+
+
+def warn_lines(messages: Iterable[str], what: str, stream: Optional[TextIO] = None) -> None:
+    """Prints up to ``MAX_WARNINGS`` warnings, then how many more ``what`` there were."""
+    stream = stream or sys.stderr
+    count = 0
+    for message in messages:
+        count += 1
+        if count <= MAX_WARNINGS:
+            print(f"warning: {message}", file=stream)
+    if count > MAX_WARNINGS:
+        print(f"warning: ... and {count - MAX_WARNINGS} more {what} ({count} in all)",
+              file=stream)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

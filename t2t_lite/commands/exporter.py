@@ -1,0 +1,59 @@
+"""``t2t-lite-exporter``: a SavedModel that translates raw strings, decode hparams baked in.
+
+    t2t-lite-exporter --output_dir=runs/numbers_tiny --export_dir=exports/numbers_tiny
+    t2t-lite-exporter --output_dir=RUN --checkpoint_path=RUN/averaged/ckpt-avg \\
+        --export_dir=DIR --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
+
+The ``serving_default`` signature takes ``sentences`` (``tf.string [n]``) and returns
+``translations`` (``tf.string [n]``) and ``scores`` (``float32 [n]``); see
+``t2t_lite.export``. Decode hparams start from the problem's defaults, as in
+``t2t-lite-decoder`` (``batch_size`` does not apply: a caller's batch is decoded whole).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from t2t_lite.commands.common import run_reporting_errors
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="t2t-lite-exporter",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--output_dir", required=True,
+                        help="run directory written by t2t-lite-trainer")
+    parser.add_argument("--export_dir", required=True,
+                        help="new (or empty) directory for the SavedModel")
+    parser.add_argument("--checkpoint_path", default="",
+                        help="checkpoint prefix (e.g. one written by "
+                             "t2t-lite-avg-checkpoints); default: the run's latest")
+    parser.add_argument("--decode_hparams", default="",
+                        help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,"
+                             "max_input_length=0,return_beams=false'")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    return run_reporting_errors(lambda: run(args))
+
+
+def run(args: argparse.Namespace):
+    from t2t_lite.decoding import parse
+    from t2t_lite.export import export_translator
+    from t2t_lite.run_loading import load_trained_model, resolve_checkpoint
+
+    checkpoint = resolve_checkpoint(args.output_dir, args.checkpoint_path or None)
+    run_config, problem, model, vocabulary = load_trained_model(args.output_dir, checkpoint)
+    hp = parse(args.decode_hparams, problem.decode_defaults)
+    path = export_translator(model, vocabulary, hp, args.export_dir,
+                             info={"problem": run_config.problem, "model": run_config.model,
+                                   "hparams_set": run_config.hparams_set,
+                                   "checkpoint": checkpoint})
+    print(f"exported {checkpoint} to {path} [{hp.to_string()}]")
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Line-exact text I/O for the decoder: one output line per input line, always.
+
+``split_lines(data)`` cuts raw bytes into lines exactly as a text editor counts them: on
+``\\n``, one trailing ``\\r`` (CRLF files) removed, no phantom line after a final newline,
+a last line without a newline kept. ``decode_lines`` turns each into text; a line that is
+not valid UTF-8 keeps its place: its undecodable bytes become U+FFFD and it is reported
+with its 1-based line number. ``one_line(text)`` makes an output safe to write as one
+line (a newline or carriage return inside a hypothesis becomes a space).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import List, Tuple
+
+
+@dataclasses.dataclass(frozen=True)
+class BadLine:
+    """Line ``line`` (1-based) held bytes that are not UTF-8, from byte ``column`` (0-based)."""
+
+    line: int
+    column: int
+    reason: str
+
+    def __str__(self) -> str:
+        return (f"line {self.line}: not valid UTF-8 at byte {self.column} ({self.reason}); "
+                f"undecodable bytes replaced by U+FFFD")
+
+
+def split_lines(data: bytes) -> List[bytes]:
+    """Raw bytes -> lines without their terminators (``\\n`` or ``\\r\\n``)."""
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
+def decode_lines(lines: List[bytes]) -> Tuple[List[str], List[BadLine]]:
+    """UTF-8 text of every line (bad bytes replaced) and the lines that needed it."""
+    texts, bad = [], []
+    for number, line in enumerate(lines, start=1):
+        try:
+            texts.append(line.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            bad.append(BadLine(number, error.start, error.reason))
+            texts.append(line.decode("utf-8", errors="replace"))
+    return texts, bad
+
+
+def is_blank(text: str) -> bool:
+    """Empty or whitespace-only: the decoder writes an empty line without translating."""
+    return not text.strip()
+
+
+def one_line(text: str, separator: str = " ") -> str:
+    """``text`` with line breaks (and, for tab-separated output, tabs) turned into spaces."""
+    text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    return text.replace("\t", " ") if separator == "\t" else text

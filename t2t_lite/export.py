@@ -1,0 +1,91 @@
+"""SavedModel export: raw sentences in, translations out, everything in the graph.
+
+``export_translator(model, vocabulary, decode_hparams, export_dir)`` writes a SavedModel
+whose ``serving_default`` signature maps ``sentences``: ``tf.string [n]`` to
+
+* ``translations``: ``tf.string [n]``, the best hypothesis (UTF-8);
+* ``scores``: ``float32 [n]``, its ``log P / length_penalty``;
+* with ``return_beams``: ``beam_translations`` ``tf.string [n, k]`` and ``beam_scores``
+  ``float32 [n, k]`` as well (an empty slot is ``""`` with score ``-inf``).
+
+Tokenisation (the run's ``Vocabulary`` tf.Module: SentencePiece or word-pieces from
+tensorflow-text), truncation to ``max_input_length`` tokens, EOS, the length-bucketed beam
+search of ``Translator.translate_ids`` and detokenisation all run in the graph, with the
+decode hparams fixed at export. As in ``t2t-lite-decoder``, a blank (empty or whitespace-
+only) sentence gives ``""`` with score 0. Loading needs only
+``import tensorflow, tensorflow_text`` (tensorflow_text registers the tokenizer ops)::
+
+    import tensorflow as tf, tensorflow_text  # noqa: F401
+    translate = tf.saved_model.load(export_dir).signatures["serving_default"]
+    translate(sentences=tf.constant(["twenty-one"]))["translations"]
+
+``export_dir/t2t_lite_export.json`` records the problem, checkpoint and decode hparams.
+Problem-specific post-processing (``Problem.postprocess_decode``, e.g. parse-tree repair)
+is Python and is not part of the export.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Union
+
+import tensorflow as tf
+
+from t2t_lite.data.vocab import EOS_ID, Vocabulary
+from t2t_lite.decoding.config import DecodeHParams
+from t2t_lite.decoding.translator import Translator
+
+EXPORT_INFO_FILE = "t2t_lite_export.json"
+
+
+class TranslationModule(tf.Module):
+    """The exported object: the model's variables, the vocabulary and ``serve``."""
+
+    def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams):
+        super().__init__(name="t2t_lite_translation")
+        self.model = model
+        self.vocabulary = vocabulary
+        self.return_beams = decode_hparams.return_beams
+        self._translator = Translator(
+            model, vocabulary, beam_size=decode_hparams.beam_size, alpha=decode_hparams.alpha,
+            extra_length=decode_hparams.extra_length,
+            max_input_length=decode_hparams.max_input_length,
+            return_beams=decode_hparams.return_beams)
+        self.max_input_length = self._translator.max_input_length
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def serve(self, sentences):
+        """sentences tf.string [n] -> {"translations" [n], "scores" [n] (, beams)}."""
+        tokens = self.vocabulary.tokenize(sentences)[:, :self.max_input_length - 1]  # [n, None]
+        eos = tf.fill([tf.shape(sentences)[0], 1], EOS_ID)
+        inputs = tf.concat([tokens, tf.RaggedTensor.from_tensor(eos)], axis=1).to_tensor()
+        ids, scores = self._translator.translate_ids(inputs)            # [n, k, T], [n, k]
+        n, k = tf.shape(ids)[0], tf.shape(ids)[1]
+        texts = self.vocabulary.detokenize(tf.reshape(ids, [n * k, -1]))
+        texts = tf.reshape(texts, [n, k])
+        blank = tf.equal(tf.strings.length(tf.strings.strip(sentences)), 0)[:, None]
+        texts = tf.where(blank | tf.math.is_inf(scores), "", texts)
+        scores = tf.where(blank, 0.0, scores)
+        outputs = {"translations": texts[:, 0], "scores": scores[:, 0]}
+        if self.return_beams:
+            outputs.update(beam_translations=texts, beam_scores=scores)
+        return outputs
+
+
+def export_translator(model, vocabulary: Vocabulary, decode_hparams: DecodeHParams,
+                      export_dir: Union[str, Path], info: Dict[str, Any] = None) -> Path:
+    """Writes the SavedModel into ``export_dir`` (which must not hold one already)."""
+    export_dir = Path(export_dir)
+    if export_dir.exists() and any(export_dir.iterdir()):
+        raise ValueError(f"--export_dir={export_dir} is not empty; choose a new "
+                              f"directory (an export is never overwritten)")
+    module = TranslationModule(model, vocabulary, decode_hparams)
+    signature = module.serve.get_concrete_function()
+    tf.saved_model.save(module, str(export_dir), signatures={"serving_default": signature})
+    record = dict(info or {})
+    record.update(decode_hparams=decode_hparams.to_string(),
+                  max_input_length=module.max_input_length,
+                  inputs={"sentences": "tf.string [n]"},
+                  outputs=sorted(signature.structured_outputs))
+    (export_dir / EXPORT_INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    return export_dir
