@@ -64,13 +64,13 @@ def test_vocab_saved_model_round_trip(spm_vocab, tmp_path):
 
 def test_wordpiece_round_trip_on_single_spaced_text(tmp_path, multi30k_dir):
     with gzip.open(multi30k_dir / "train.en.gz", "rt", encoding="utf-8") as handle:
-        lines = [next(handle).rstrip("\n") for _ in range(3000)]
-    vocab = vocab_lib.train_wordpiece(lines, tmp_path / "v.wordpiece.txt", vocab_size=2000)
-    assert vocab.vocab_size <= 2000 * 1.1
+        lines = [next(handle).rstrip("\n") for _ in range(1000)]
+    vocab = vocab_lib.train_wordpiece(lines, tmp_path / "v.wordpiece.txt", vocab_size=800)
+    assert vocab.vocab_size <= 800 * 1.1
     assert vocab.encode("a")[0] not in (0, 1, 2)
-    exact = sum(vocab.decode(vocab.encode(line)) == line for line in lines[:300])
+    back = [t.decode() for t in vocab.detokenize(vocab.tokenize(tf.constant(lines))).numpy()]
     # Lines with doubled spaces or characters absent from the learned alphabet differ.
-    assert exact >= 0.97 * 300
+    assert sum(a == b for a, b in zip(lines, back)) >= 0.97 * len(lines)
     assert vocab.decode(vocab.encode("A dog, running.")) == "A dog, running."
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import random
+import struct
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -55,9 +56,7 @@ class ShuffledShardWriter:
         for writer in self._writers:
             writer.close()
         for unshuffled, path in zip(self._unshuffled, self.paths):
-            records = [record for batch in
-                       tf.data.TFRecordDataset(str(unshuffled)).batch(4096).as_numpy_iterator()
-                       for record in batch]
+            records = list(_iter_records(unshuffled))
             self._rng.shuffle(records)
             tmp = path.with_name(path.name + ".tmp")
             with tf.io.TFRecordWriter(str(tmp)) as writer:
@@ -80,6 +79,19 @@ class ShuffledShardWriter:
             self.close()
         else:
             self.abort()
+
+
+def _iter_records(path: Path) -> Iterator[bytes]:
+    """The records of a TFRecord file we just wrote (length-prefixed frames; the CRCs
+    are skipped), without building a tf.data pipeline per shard."""
+    with open(path, "rb") as handle:
+        while True:
+            header = handle.read(12)  # uint64 length, uint32 masked CRC of the length
+            if not header:
+                return
+            (length,) = struct.unpack("<Q", header[:8])
+            yield handle.read(length)
+            handle.read(4)  # masked CRC of the data
 
 
 def parse_example(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:

@@ -91,12 +91,15 @@ class Vocabulary(tf.Module):
         ids = [int(i) for i in ids]
         if not ids:
             return ""
-        ragged = tf.ragged.constant([ids], dtype=tf.int32)
-        return self.detokenize(ragged).numpy()[0].decode("utf-8")
+        return self._detokenize_fn(tf.constant([ids], tf.int32)).numpy()[0].decode("utf-8")
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def _tokenize_fn(self, strings):
         return self.tokenize(strings)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def _detokenize_fn(self, ids):
+        return self.detokenize(ids)
 
     @property
     def vocab_size(self) -> int:
@@ -221,8 +224,12 @@ def train_wordpiece(texts: Iterable[str], path: Union[str, Path], vocab_size: in
         if i >= max_sentences:
             break
         counts.update(word for word in text.split(" ") if word)
+    if not counts:
+        raise VocabError(f"no words to learn a word-piece vocabulary for {path} from")
+    # The learner binary-searches a count threshold; none above the top count matters.
     pieces = learner.learn(counts.items(), vocab_size=vocab_size,
-                           reserved_tokens=list(_WORDPIECE_RESERVED), lower_thresh=lower_thresh)
+                           reserved_tokens=list(_WORDPIECE_RESERVED), lower_thresh=lower_thresh,
+                           upper_thresh=max(counts.values()) + 1)
     _atomic_write(Path(path), ("\n".join(pieces) + "\n").encode("utf-8"))
     return WordPieceVocab(path)
 
