@@ -17,6 +17,8 @@ import zlib
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from tqdm import tqdm
+
 DOWNLOAD_TIMEOUT_S = 10.0
 
 
@@ -44,17 +46,26 @@ class TextPair:
     line: int  # 1-based line (or segment) number in both files
 
 
+def _copy(src, dst, size: Optional[int], description: str) -> None:
+    """Copies a byte stream in 1 MiB chunks with a progress bar."""
+    with tqdm(total=size, desc=description, unit="B", unit_scale=True, mininterval=2.0,
+              leave=False) as bar:
+        while True:
+            chunk = src.read(1 << 20)
+            if not chunk:
+                return
+            dst.write(chunk)
+            bar.update(len(chunk))
+
+
 # Locating and downloading -----------------------------------------------------------
 def _download(url: str, path: Path, timeout: float) -> Optional[str]:
     """Downloads ``url`` to ``path`` (temp name, then rename); returns an error or None."""
     tmp = path.with_name(path.name + ".download")
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
-            while True:
-                chunk = response.read(1 << 20)
-                if not chunk:
-                    break
-                out.write(chunk)
+            size = int(response.headers.get("Content-Length") or 0) or None
+            _copy(response, out, size, f"download {path.name}")
         os.replace(tmp, path)
         return None
     except (OSError, ValueError) as error:  # URLError, timeouts, HTTP errors are OSErrors
@@ -177,11 +188,7 @@ def extract_members(archive: Union[str, Path], members: Sequence[str],
                     path.parent.mkdir(parents=True, exist_ok=True)
                     tmp = path.with_name(path.name + ".partial")
                     with tar.extractfile(info) as src, open(tmp, "wb") as dst:
-                        while True:
-                            chunk = src.read(1 << 20)
-                            if not chunk:
-                                break
-                            dst.write(chunk)
+                        _copy(src, dst, info.size, f"extract {info.name}")
                     os.replace(tmp, path)
                     todo.discard(info.name)
                     if not todo:
