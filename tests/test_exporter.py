@@ -1,0 +1,60 @@
+"""t2t-lite-exporter: a fresh process that imports only tensorflow and tensorflow_text
+loads the SavedModel and translates exactly as t2t-lite-decoder does."""
+import json
+import subprocess
+import sys
+
+from t2t_lite.commands import decoder, exporter
+
+from run_dir_helpers import tiny_run_dir
+
+DECODE_HPARAMS = "beam_size=2,alpha=0.6,extra_length=3,max_input_length=8"
+SENTENCES = ["twenty-one", "", "ninety-nine thousand, nine hundred and ninety-nine",
+             "fünf und zwanzig", "three hundred", "   "]
+
+FRESH_PROCESS = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+sentences = json.loads(sys.stdin.read())
+out = serve(sentences=tf.constant(sentences, tf.string))
+loaded = sorted(name for name in sys.modules if name.split(".")[0] == "t2t_lite")
+print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"].numpy()],
+                  "scores": out["scores"].numpy().tolist(), "modules": loaded}))
+"""
+
+
+def test_export_round_trip_in_a_fresh_process(capsys, tmp_path):
+    export_dir = tmp_path / "export"
+    assert exporter.main(["--output_dir", str(tiny_run_dir()), "--export_dir",
+                          str(export_dir), "--decode_hparams", DECODE_HPARAMS]) == 0
+    info = json.loads((export_dir / "t2t_lite_export.json").read_text())
+    assert info["problem"] == "translate_ende_numbers" and "beam_size=2" in info["decode_hparams"]
+
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(export_dir)],
+                            input=json.dumps(SENTENCES), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["modules"] == []
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    target = tmp_path / "out.txt"
+    capsys.readouterr()
+    assert decoder.main(["--output_dir", str(tiny_run_dir()), "--decode_from_file",
+                         str(source), "--decode_to_file", str(target), "--decode_hparams",
+                         DECODE_HPARAMS]) == 0
+    decoded = target.read_text(encoding="utf-8").split("\n")[:-1]
+    assert served["translations"] == decoded
+    assert served["translations"][1] == served["translations"][5] == ""
+    assert all(served["translations"][i] for i in (0, 2, 3, 4))
+
+
+def test_export_refuses_a_non_empty_directory(capsys, tmp_path):
+    (tmp_path / "keep.txt").write_text("mine")
+    status = exporter.main(["--output_dir", str(tiny_run_dir()), "--export_dir",
+                            str(tmp_path)])
+    assert status == 2 and "is not empty" in capsys.readouterr().err
+    assert (tmp_path / "keep.txt").read_text() == "mine"
