@@ -95,6 +95,9 @@ def train_parsing_vocab(texts: Iterable[str], path: Union[str, Path], vocab_size
             slot = rng.randrange(index + 1)
             if slot < max_sentences:
                 sample[slot] = text
+    if not sample:
+        raise RawDataError(f"no training text to learn the vocabulary {path} from; the train "
+                           f"split's tree files hold no tree")
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
     spm.SentencePieceTrainer.train(
