@@ -114,7 +114,10 @@ class Trainer:
             _build(model)
             optimizer = make_optimizer(self.hparams)
             optimizer.build(model.trainable_variables)
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        # Dropout's seed states are variables too: saving them makes a resumed run draw
+        # the same dropout masks as an uninterrupted one.
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                         dropout_seeds=_seed_states(model))
         write_dir = self._write_dir()
         manager = tf.train.CheckpointManager(checkpoint, write_dir,
                                              max_to_keep=config.keep_checkpoint_max,
@@ -201,6 +204,12 @@ def _has_training_data(problem, data_dir: str) -> bool:
     """True when datagen has written the vocabulary and the train split into data_dir."""
     return (problem.vocab_path(data_dir).exists()
             and datagen.stats_path(data_dir, problem.name, "train").exists())
+
+
+def _seed_states(model: keras.Model) -> list:
+    """The model's random-seed state variables (in ``variables`` but not ``weights``)."""
+    weights = {id(v) for v in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
 
 
 def _build(model: keras.Model) -> None:

@@ -1,0 +1,74 @@
+"""Trains a tiny Transformer for a few steps on fixed global batches and prints, as JSON,
+each step's loss and a checksum of the final weights. Run as a subprocess by
+tests/test_trainer.py, because logical CPU devices must be set before TensorFlow starts.
+
+    python tests/strategy_run.py --devices=2 [--jit] [--accumulate=2]
+"""
+import argparse
+import json
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--devices", type=int, default=1)
+    parser.add_argument("--jit", action="store_true")
+    parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=4)
+    args = parser.parse_args()
+
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from t2t_lite import registry
+    from t2t_lite.training import distribution
+    from t2t_lite.training.optimizer import make_optimizer
+    from t2t_lite.training.train_step import TrainStep
+
+    distribution.split_cpu(args.devices)
+    keras.utils.set_random_seed(7)
+    strategy = distribution.make_strategy(cpu_devices=args.devices)
+    hparams = registry.hparams("transformer_tiny", "layer_prepostprocess_dropout=0.0,"
+                               "learning_rate_warmup_steps=10")
+    vocab_size, batch, length = 40, 8, 7
+    with strategy.scope():
+        model = registry.MODELS.get("transformer")(hparams, vocab_size)
+        ones = tf.ones([1, 2], tf.int32)
+        model({"inputs": ones, "targets": ones})
+        optimizer = make_optimizer(hparams)
+        optimizer.build(model.trainable_variables)
+
+    rng = np.random.default_rng(0)
+    # Global batches with ragged lengths (0-padded, EOS=1 at the end), the same on every run.
+    def random_ids():
+        ids = rng.integers(2, vocab_size, size=(batch, length)).astype(np.int32)
+        lengths = rng.integers(2, length + 1, size=batch)
+        for row, n in enumerate(lengths):
+            ids[row, n - 1] = 1
+            ids[row, n:] = 0
+        return ids
+    inputs = np.stack([random_ids() for _ in range(args.steps)])
+    targets = np.stack([random_ids() for _ in range(args.steps)])
+    # Split every global batch into ``accumulate`` micro-batches of the same rows.
+    micro_shape = (args.steps * args.accumulate, batch // args.accumulate, length)
+    inputs, targets = inputs.reshape(micro_shape), targets.reshape(micro_shape)
+    dataset = tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
+    iterator = iter(strategy.experimental_distribute_dataset(dataset.unbatch().batch(
+        inputs.shape[1])))
+    step = TrainStep(model, optimizer, strategy, hparams.label_smoothing,
+                     accumulation_steps=args.accumulate, jit_compile=args.jit)
+    losses = []
+    for _ in range(args.steps):
+        stats = step.step(iterator)
+        losses.append(float(stats["loss_sum"]) / float(stats["tokens"]))
+    checksum = float(sum(np.abs(v.numpy()).sum() for v in model.trainable_variables))
+    print(json.dumps({"losses": losses, "checksum": checksum,
+                      "replicas": strategy.num_replicas_in_sync,
+                      "step": int(optimizer.iterations.numpy())}))
+
+
+if __name__ == "__main__":
+    main()
