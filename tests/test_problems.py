@@ -31,6 +31,8 @@ def test_number_splits_are_disjoint_and_seeded():
     assert not set(splits["train"]) & set(splits["test"])
     assert not set(splits["dev"]) & (set(splits["test"]) | set(splits["train"]))
     assert split_numbers(NumbersConfig()) == splits
+    for split, numbers in splits.items():  # stratified: short numbers in every split
+        assert any(n < 100 for n in numbers) and any(100 <= n < 1000 for n in numbers), split
     with pytest.raises(ValueError, match="only 100 exist"):
         split_numbers(NumbersConfig(max_number=99))
 
