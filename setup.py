@@ -24,7 +24,7 @@ setup(
     packages=["t2t_lite", "t2t_lite.commands", "t2t_lite.layers", "t2t_lite.models",
               "t2t_lite.data",
               "t2t_lite.decoding",
-              "t2t_lite.training",
+              "t2t_lite.training", "t2t_lite.monitoring",
               "t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.metrics", "t2t_lite.parsing"],
     package_dir={
         "t2t_lite": "t2t_lite",
@@ -42,6 +42,8 @@ setup(
         "num2words>=0.5.13,<0.6",
         "tqdm>=4.66,<5",
         "numpy>=1.26,<3",
+        "matplotlib>=3.8,<4",
+        "pillow>=10,<14",
     ],
     extras_require={
         "test": ["pytest>=8,<10"],

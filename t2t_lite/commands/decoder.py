@@ -52,6 +52,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--decode_reference", default="",
                         help="reference translations, one per input line: print the "
                              "problem's metrics (sacreBLEU with its signature)")
+    parser.add_argument("--attention_dir", default="",
+                        help="also write attention heatmaps (one PNG per sentence, kind and "
+                             "layer) and an interactive index.html for the translated lines")
+    parser.add_argument("--attention_sentences", type=int, default=20,
+                        help="with --attention_dir: how many translated lines to draw")
     parser.add_argument("--jit_compile", action="store_true",
                         help="compile the search with XLA (worth it on GPUs)")
     return parser.parse_args(argv)
@@ -111,6 +116,14 @@ def decode(args: argparse.Namespace) -> None:
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
           f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
           f"[{hp.to_string()}]", file=sys.stderr)
+
+    if args.attention_dir:
+        from t2t_lite.monitoring.html_report import write_decoder_attention
+        path = write_decoder_attention(model, vocabulary, [sources[i] for i in todo], encoded,
+                                       [hypotheses[i] for i in todo], args.attention_dir,
+                                       args.attention_sentences)
+        print(f"attention of {min(len(todo), args.attention_sentences)} sentences: {path}",
+              file=sys.stderr)
 
     if args.decode_reference:
         report = score_report(problem, hypotheses, sources, args.decode_reference)

@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="bfloat16 compute with float32 variables")
     parser.add_argument("--gradient_accumulation_steps", type=common.positive_int, default=1,
                         help="micro-batches per update, to reach the paper's ~25k+25k tokens on fewer devices")
+    parser.add_argument("--attention_summary_steps", type=common.non_negative_int, default=0,
+                        help="write attention images, entropy scalars and probe translations to "
+                             "OUTPUT_DIR/attention every N steps (0: with each evaluation)")
+    parser.add_argument("--attention_probes", type=common.non_negative_int, default=3,
+                        help="dev sentences followed in the attention summaries (0: none)")
     return parser
 
 
@@ -75,7 +80,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         log_step_count_steps=args.log_step_count_steps, random_seed=args.random_seed,
         worker_gpu=args.worker_gpu, cpu_devices=args.cpu_devices,
         jit_compile=args.jit_compile, mixed_precision=args.mixed_precision,
-        gradient_accumulation_steps=args.gradient_accumulation_steps)
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        attention_summary_steps=args.attention_summary_steps,
+        attention_probes=args.attention_probes)
     return common.run_reporting_errors(lambda: Trainer(config).run())
 
 

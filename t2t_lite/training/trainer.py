@@ -60,6 +60,8 @@ class TrainerConfig:
     jit_compile: bool = False
     mixed_precision: bool = False
     gradient_accumulation_steps: int = 1
+    attention_summary_steps: int = 0         # attention summaries every N steps; 0 = with each evaluation
+    attention_probes: int = 3                # dev sentences in them; 0 = no attention summaries
 
 
 class Trainer:
@@ -140,6 +142,7 @@ class Trainer:
         summary_root = config.output_dir if self.chief else write_dir
         train_writer = tf.summary.create_file_writer(os.path.join(summary_root, "train"))
         eval_writer = tf.summary.create_file_writer(os.path.join(summary_root, "eval"))
+        attention = self._attention_monitor(model, summary_root)
         progress = ProgressLog(self.train_steps, config.log_step_count_steps,
                                learning_rate=lambda: float(optimizer.learning_rate))
 
@@ -167,8 +170,15 @@ class Trainer:
             if config.local_eval_frequency and step % config.local_eval_frequency == 0 \
                     and step < self.train_steps:
                 eval_results = self._evaluate(evaluator, eval_writer, step)
+                if attention is not None:
+                    attention.after_step(step, evaluated=True)
+            if attention is not None and attention.every_steps:
+                attention.after_step(step)
         manager.save(checkpoint_number=step)
         eval_results = self._evaluate(evaluator, eval_writer, step)
+        if attention is not None:
+            attention.after_step(step, final=True)
+            attention.close()
         train_writer.flush()
         if not self.chief:
             shutil.rmtree(write_dir, ignore_errors=True)
@@ -186,6 +196,19 @@ class Trainer:
                 tf.summary.scalar(name, value)
         writer.flush()
         return {f"eval_{k}": v for k, v in results.items()}
+
+    def _attention_monitor(self, model, summary_root: str):
+        """The chief's attention summary writer (``summary_root/attention``), or None."""
+        config = self.config
+        if not self.chief or not config.attention_probes:
+            return None
+        from t2t_lite.monitoring.attention import AttentionConfig
+        from t2t_lite.monitoring.summaries import LOG_SUBDIR, AttentionMonitor
+        return AttentionMonitor(model, self.problem, self.vocabulary, config.data_dir,
+                                os.path.join(summary_root, LOG_SUBDIR),
+                                every_steps=config.attention_summary_steps,
+                                config=AttentionConfig(num_probes=config.attention_probes),
+                                max_input_length=self.hparams.max_length)
 
     def _train_dataset(self, batches_done: int):
         """The seeded training stream, advanced past the batches already trained on."""
