@@ -185,12 +185,23 @@ class MultiHeadAttention(keras.layers.Layer):
         output, _ = self.attend(q, keys, values, visible)
         return output, {"k": keys, "v": values}
 
-    def memory_attention(self, x, keys, values, mask):
+    def memory_attention(self, x, keys, values, mask, beam_size: int = 1):
         """Encoder-decoder attention with precomputed memory keys/values.
         x [b, q, d_in], keys [b, k, h, d_k], values [b, k, h, d_v], mask broadcastable to
-        [b, h, q, k] -> output [b, q, output_channels]."""
-        output, _ = self.attend(self.project_query(x), keys, values, mask)
-        return output
+        [b, h, q, k] -> output [b, q, output_channels].
+
+        With ``beam_size`` n > 1, ``x`` holds n hypotheses per sentence ([b*n, q, d_in],
+        sentence-major) while keys, values and mask stay per sentence ([b, ...]): the
+        queries of a sentence's n hypotheses are attended together (as [b, n*q]), so
+        memory keys/values are neither tiled to every beam nor reordered each step."""
+        q = self.project_query(x)
+        if beam_size == 1:
+            output, _ = self.attend(q, keys, values, mask)
+            return output
+        shape = ops.shape(q)
+        q = ops.reshape(q, (-1, beam_size * shape[1], shape[2], shape[3]))
+        output, _ = self.attend(q, keys, values, mask)
+        return ops.reshape(output, (shape[0], shape[1], self.output_channels))
 
     def get_config(self):
         config = super().get_config()

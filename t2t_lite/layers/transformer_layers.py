@@ -171,9 +171,11 @@ class DecoderLayer(_ResidualLayer):
         return {"self_k": cache["k"], "self_v": cache["v"],
                 "encdec_k": encdec_k, "encdec_v": encdec_v}
 
-    def step(self, x, step, cache: Dict[str, Any], memory_mask):
+    def step(self, x, step, cache: Dict[str, Any], memory_mask, beam_size: int = 1):
         """One position: x [b, 1, d], step int32 scalar, memory_mask broadcastable to
-        [b, h, 1, s] -> (y [b, 1, d], new cache)."""
+        [b, h, 1, s] -> (y [b, 1, d], new cache). With ``beam_size`` n > 1, ``encdec_k``,
+        ``encdec_v`` and ``memory_mask`` are per sentence ([b / n, ...]) while ``x`` and
+        the self-attention cache hold n hypotheses per sentence (sentence-major)."""
         new_cache = dict(cache)
 
         def self_attend(y):
@@ -184,7 +186,8 @@ class DecoderLayer(_ResidualLayer):
 
         def memory_attend(y):
             return self.encdec_attention.memory_attention(y, cache["encdec_k"],
-                                                          cache["encdec_v"], memory_mask)
+                                                          cache["encdec_v"], memory_mask,
+                                                          beam_size=beam_size)
 
         x = self._residual(x, self.self_attention_norm, self_attend, False)
         x = self._residual(x, self.encdec_attention_norm, memory_attend, False)
@@ -275,9 +278,11 @@ class Decoder(_Stack):
         return {f"layer_{i}": layer.initial_cache(memory, max_length)
                 for i, layer in enumerate(self.blocks)}
 
-    def step(self, x, step, cache: Dict[str, Any], memory_mask):
-        """x [b, 1, d], step int32 scalar -> (y [b, 1, d], new cache)."""
+    def step(self, x, step, cache: Dict[str, Any], memory_mask, beam_size: int = 1):
+        """x [b, 1, d], step int32 scalar -> (y [b, 1, d], new cache); ``beam_size`` as
+        ``DecoderLayer.step``."""
         new_cache = {}
         for i, layer in enumerate(self.blocks):
-            x, new_cache[f"layer_{i}"] = layer.step(x, step, cache[f"layer_{i}"], memory_mask)
+            x, new_cache[f"layer_{i}"] = layer.step(x, step, cache[f"layer_{i}"], memory_mask,
+                                                    beam_size=beam_size)
         return self._finish(x), new_cache

@@ -139,16 +139,53 @@ class Transformer(keras.Model):
         return {"decoder": self.decoder.initial_cache(memory, max_decode_length),
                 "memory_mask": ops.cast(memory_mask, "bool")}
 
-    def decode_step(self, ids, step, cache: Dict) -> Tuple[tf.Tensor, Dict]:
+    def decode_step(self, ids, step, cache: Dict, beam_size: int = 1
+                    ) -> Tuple[tf.Tensor, Dict]:
         """ids [b] int (decoder input at ``step``), step int32 scalar ->
-        (float32 logits [b, V] for the next token, new cache)."""
+        (float32 logits [b, V] for the next token, new cache).
+
+        With ``beam_size`` n > 1, ``ids`` and the self-attention caches hold n hypotheses
+        per sentence (sentence-major, [b*n, ...]) while ``memory_mask`` and the
+        encoder-decoder ``encdec_k``/``encdec_v`` stay [b, ...]: computed once per
+        sentence, never tiled to the beams nor reordered (``split_memory_cache``,
+        ``beam_decode_step``)."""
         ids = ops.cast(ids, "int32")[:, None]
         step = ops.cast(step, "int32")
         x = self._embed(ids, self.target_positions, ops.reshape(step, (1,)), False)
         memory_mask = cache["memory_mask"][:, None, None, :]
-        y, decoder_cache = self.decoder.step(x, step, cache["decoder"], memory_mask)
+        y, decoder_cache = self.decoder.step(x, step, cache["decoder"], memory_mask,
+                                             beam_size=beam_size)
         logits = self.embedding.logits(y)[:, 0, :]
         return logits, {"decoder": decoder_cache, "memory_mask": cache["memory_mask"]}
+
+    @staticmethod
+    def split_memory_cache(cache: Dict) -> Tuple[Dict, Dict]:
+        """An ``initial_decode_cache`` -> (beam states, per-sentence constants) for beam
+        search: the states hold only the self-attention caches (tiled to the beams and
+        reordered each step); the constants hold ``memory_mask`` and every layer's
+        ``encdec_k``/``encdec_v`` [b, ...], to be captured by the step function
+        (``beam_decode_step``) rather than carried as loop states."""
+        states = {"decoder": {}}
+        constants = {"memory_mask": cache["memory_mask"], "decoder": {}}
+        for name, layer in cache["decoder"].items():
+            states["decoder"][name] = {"self_k": layer["self_k"], "self_v": layer["self_v"]}
+            constants["decoder"][name] = {"encdec_k": layer["encdec_k"],
+                                          "encdec_v": layer["encdec_v"]}
+        return states, constants
+
+    def beam_decode_step(self, constants: Dict, beam_size: int):
+        """``symbols_to_logits_fn(ids [b*n], step, states) -> (logits [b*n, V], states)``
+        for ``beam_search`` over the states of ``split_memory_cache``, reading the
+        per-sentence ``constants``; n = ``beam_size``."""
+        def step_fn(ids, step, states):
+            cache = {"memory_mask": constants["memory_mask"],
+                     "decoder": {name: {**layer, **constants["decoder"][name]}
+                                 for name, layer in states["decoder"].items()}}
+            logits, new_cache = self.decode_step(ids, step, cache, beam_size=beam_size)
+            return logits, {"decoder": {
+                name: {"self_k": layer["self_k"], "self_v": layer["self_v"]}
+                for name, layer in new_cache["decoder"].items()}}
+        return step_fn
 
     # Serialisation ---------------------------------------------------------------
     def get_config(self):
