@@ -1,0 +1,414 @@
+"""t2t-lite benchmarks: training steps and beam-search decoding against the machine's limit.
+
+    python scripts/benchmark.py train --hparams_set=transformer_base --vocab_size=37000 \
+        --batch=64 --length=32 --steps=5
+    python scripts/benchmark.py decode --hparams_set=transformer_base --vocab_size=37000 \
+        --batch=32 --source_length=24 --target_length=30 --beam_size=4
+    python scripts/benchmark.py input --data_dir=... [benchmark_input.py's flags]
+    python scripts/benchmark.py sweep --lengths=8,16,32,64,128 --batches=16,32,64 ...
+
+``mfu`` is the model's FLOPs per second divided by the float32 matmul peak measured in the
+same process: a square float32 ``tf.matmul`` (``--peak_size``, TF's own kernel and thread
+pool), its mean rate over a window of ``--peak_seconds`` just before and just after every
+timed step, so that load from other processes on a shared machine hits both alike. Each
+step's ratio uses the mean of its two neighbouring windows; the figure printed is the
+median over the timed steps. ``mfu_cpu_time`` is the same ratio per process CPU second
+(FLOPs per CPU second of the model over those of the matmul), which time-slicing by other
+processes affects less (spinning worker threads count against the model there).
+
+Model FLOPs are counted analytically (``train_flops``/``decode_flops``): 2*m*n*k per
+matmul, every projection, both attention matmuls (scores and values) and the
+embedding-tied softmax projection; training = 3x the forward pass. Elementwise work
+(softmax, LayerNorm, Adam, top-k) is not counted: it is overhead the ratio exposes.
+
+Optimisations can be switched off to see what each buys: ``--no-jit_compile`` (XLA),
+``--no-fused_qkv`` (three Q/K/V matmuls instead of one fused one; same weights),
+``--no-memory_per_sentence`` (decode: encoder-decoder keys/values tiled to every beam and
+reordered each step instead of kept once per sentence), ``--mixed_precision`` (bfloat16
+compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_threads``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+# FLOP counts --------------------------------------------------------------------------
+def _dims(hparams):
+    d = hparams.hidden_size
+    return (d, hparams.filter_size, hparams.num_hidden_layers,
+            hparams.attention_key_channels or d, hparams.attention_value_channels or d)
+
+
+def encoder_flops(hparams, batch: int, source_length: int) -> float:
+    """Forward matmul FLOPs of the encoder on [batch, source_length]."""
+    d, ff, n, kc, vc = _dims(hparams)
+    s = source_length
+    per_token = (2 * d * (2 * kc + vc) + 2 * vc * d       # fused QKV, output projection
+                 + 2 * s * kc + 2 * s * vc                # scores, values
+                 + 4 * d * ff)                            # feed-forward
+    return float(batch * s * n * per_token)
+
+
+def train_flops(hparams, vocab_size: int, batch: int, source_length: int,
+                target_length: int) -> float:
+    """Training FLOPs of one step: 3 x forward (encoder, decoder, softmax projection).
+    Attention counts every score of the [t, t] and [t, s] matrices as computed (the
+    causal half is not subtracted)."""
+    d, ff, n, kc, vc = _dims(hparams)
+    s, t = source_length, target_length
+    decoder_per_token = (2 * d * (2 * kc + vc) + 2 * vc * d + 2 * t * (kc + vc)  # self
+                         + 2 * d * kc + 2 * vc * d + 2 * s * (kc + vc)           # enc-dec
+                         + 4 * d * ff)
+    memory_kv = 2 * d * (kc + vc) * s                     # enc-dec K/V, per sentence
+    forward = (encoder_flops(hparams, batch, s)
+               + batch * n * (t * decoder_per_token + memory_kv)
+               + batch * t * 2 * d * vocab_size)          # softmax projection
+    return 3.0 * forward
+
+
+def decode_flops(hparams, vocab_size: int, batch: int, source_length: int,
+                 target_length: int, beam_size: int) -> float:
+    """FLOPs a beam search of ``target_length`` steps requires: the encoder, the
+    encoder-decoder keys/values once per sentence, and per step i (0-based) one decoder
+    position per live hypothesis (one per sentence at step 0, ``beam_size`` after)
+    attending over its i + 1 cached positions and the source, plus the softmax
+    projection."""
+    d, ff, n, kc, vc = _dims(hparams)
+    s = source_length
+    total = encoder_flops(hparams, batch, s) + batch * n * 2 * d * (kc + vc) * s
+    for i in range(target_length):
+        rows = batch * (1 if i == 0 else beam_size)
+        per_row = n * (2 * d * (2 * kc + vc) + 2 * vc * d + 2 * (i + 1) * (kc + vc)
+                       + 2 * d * kc + 2 * vc * d + 2 * s * (kc + vc)
+                       + 4 * d * ff) + 2 * d * vocab_size
+        total += rows * per_row
+    return float(total)
+
+
+# Measurement helpers --------------------------------------------------------------------
+class Peak:
+    """float32 matmul FLOP/s of [n, n] x [n, n] with TF's kernel and thread pool: the mean
+    rate of back-to-back matmuls over at least ``seconds`` (a window, not a best case, so
+    that a burst of load from other processes weighs on it as it weighs on the model)."""
+
+    def __init__(self, tf, size: int, seconds: float):
+        self.size = size
+        self.seconds = seconds
+        self.a = tf.random.normal([size, size], seed=1)
+        self.b = tf.random.normal([size, size], seed=2)
+        self.fn = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)[:1, :1]))
+        self.fn(self.a, self.b).numpy()
+
+    def sample(self):
+        """-> (FLOP/s over wall time, FLOP per process CPU second)."""
+        count, start, cpu = 0, time.perf_counter(), time.process_time()
+        while True:
+            self.fn(self.a, self.b).numpy()
+            count += 1
+            wall = time.perf_counter() - start
+            if wall >= self.seconds:
+                break
+        flops = 2.0 * self.size ** 3 * count
+        return flops / wall, flops / max(time.process_time() - cpu, 1e-9)
+
+
+def timed_interleaved(run: Callable[[], None], peak: Peak, repeats: int) -> Dict[str, list]:
+    """Times ``run`` ``repeats`` times with a peak window before and after each."""
+    times, cpu_times, peaks = [], [], [peak.sample()]
+    for _ in range(repeats):
+        start, cpu = time.perf_counter(), time.process_time()
+        run()
+        times.append(time.perf_counter() - start)
+        cpu_times.append(time.process_time() - cpu)
+        peaks.append(peak.sample())
+    return {"times": times, "cpu_times": cpu_times,
+            "local_peaks": [(peaks[i][0] + peaks[i + 1][0]) / 2 for i in range(repeats)],
+            "local_cpu_peaks": [(peaks[i][1] + peaks[i + 1][1]) / 2 for i in range(repeats)]}
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def setup_tf(args):
+    import tensorflow as tf
+    if args.intra_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
+    if args.inter_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
+    import keras
+    if args.mixed_precision:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    if not args.fused_qkv:
+        _unfuse_projections()
+    return tf
+
+
+def _unfuse_projections() -> None:
+    """Baseline for ``--no-fused_qkv``: the same fused kernels, applied as separate Q, K, V
+    matmuls (what an implementation with three Dense layers computes)."""
+    from keras import ops
+    from t2t_lite.layers.attention import MultiHeadAttention
+
+    def project_self(self, x):
+        w = self._kernel(self.qkv_kernel)
+        kc = self.key_channels
+        return (self._split_heads(ops.matmul(x, w[:, :kc]), self.key_depth),
+                self._split_heads(ops.matmul(x, w[:, kc:2 * kc]), self.key_depth),
+                self._split_heads(ops.matmul(x, w[:, 2 * kc:]), self.value_depth))
+
+    def project_memory(self, memory):
+        memory = ops.cast(memory, self.compute_dtype)
+        w = self._kernel(self.kv_kernel)
+        kc = self.key_channels
+        return (self._split_heads(ops.matmul(memory, w[:, :kc]), self.key_depth),
+                self._split_heads(ops.matmul(memory, w[:, kc:]), self.value_depth))
+
+    MultiHeadAttention.project_self = project_self
+    MultiHeadAttention.project_memory = project_memory
+
+
+def build_model(args, hparams):
+    from t2t_lite.models.transformer import Transformer
+    model = Transformer(hparams, args.vocab_size)
+    model.build()
+    return model
+
+
+def get_hparams(args):
+    from t2t_lite.registry import hparams as registered
+    import t2t_lite.hparams  # noqa: F401  (registers the sets)
+    return registered(args.hparams_set, args.hparams)
+
+
+def describe(args, tf) -> str:
+    return (f"jit_compile={args.jit_compile} fused_qkv={args.fused_qkv} "
+            f"mixed_precision={args.mixed_precision} "
+            f"threads(intra,inter)=({tf.config.threading.get_intra_op_parallelism_threads()},"
+            f"{tf.config.threading.get_inter_op_parallelism_threads()})")
+
+
+# Training -------------------------------------------------------------------------------
+def make_train_step(args, hparams, batch: int, length: int):
+    """A TrainStep on one fixed random batch; returns run() -> None (synchronised)."""
+    import numpy as np
+    import tensorflow as tf
+    from t2t_lite.training.optimizer import make_optimizer
+    from t2t_lite.training.train_step import TrainStep
+
+    model = build_model(args, hparams)
+    optimizer = make_optimizer(hparams)
+    optimizer.build(model.trainable_variables)
+    step = TrainStep(model, optimizer, tf.distribute.get_strategy(), hparams.label_smoothing,
+                     jit_compile=args.jit_compile)
+    rng = np.random.default_rng(0)
+    features = {name: rng.integers(2, args.vocab_size, size=(batch, length), dtype=np.int32)
+                for name in ("inputs", "targets")}
+    for ids in features.values():
+        ids[:, -1] = 1  # EOS ends every sentence; no padding
+    iterator = iter(tf.data.Dataset.from_tensors(features).repeat())
+
+    def run():
+        float(step.step(iterator)["tokens"])
+
+    return model, run
+
+
+def cmd_train(args) -> None:
+    tf = setup_tf(args)
+    hparams = get_hparams(args)
+    _, run = make_train_step(args, hparams, args.batch, args.length)
+    flops = train_flops(hparams, args.vocab_size, args.batch, args.length, args.length)
+    print(f"train {args.hparams_set} vocab={args.vocab_size} batch={args.batch}x{args.length} "
+          f"{describe(args, tf)}", flush=True)
+    print(f"model FLOPs per step: {flops / 1e9:.1f} GFLOP (3 x forward)", flush=True)
+    start = time.perf_counter()
+    for _ in range(max(1, args.warmup)):
+        run()
+    print(f"warm-up (trace/compile + {args.warmup} step(s)): "
+          f"{time.perf_counter() - start:.1f} s", flush=True)
+    peak = Peak(tf, args.peak_size, args.peak_seconds)
+    result = timed_interleaved(run, peak, args.steps)
+    report("train", result, flops, args.batch * args.length, True)
+
+
+def report(kind: str, result, flops: float, tokens: int, with_step: bool) -> None:
+    times, peaks = result["times"], result["local_peaks"]
+    ratios = [flops / t / p for t, p in zip(times, peaks)]
+    cpu_ratios = [flops / c / p for c, p in zip(result["cpu_times"], result["local_cpu_peaks"])]
+    for i, (t, p, r, c) in enumerate(zip(times, peaks, ratios, cpu_ratios)):
+        print(f"  {kind} {i}: {t:.3f} s, {flops / t / 1e9:.1f} GFLOP/s, "
+              f"matmul peak {p / 1e9:.1f} GFLOP/s, ratio {r:.3f} (per CPU second {c:.3f})",
+              flush=True)
+    step_s = statistics.median(times)
+    mfu = statistics.median(ratios)
+    print(f"peak_rss_mb={peak_rss_mb():.0f} matmul_peak_gflops={max(peaks) / 1e9:.1f} "
+          f"mfu_cpu_time={statistics.median(cpu_ratios):.3f}", flush=True)
+    line = f"tgt_tok_s={tokens / step_s:.0f}"
+    if with_step:
+        line += f" step_s={step_s:.3f}"
+    print(f"{line} mfu={mfu:.3f}", flush=True)
+
+
+# Decoding -------------------------------------------------------------------------------
+def make_decode(args, hparams):
+    """The search over one fixed random batch as a tf.function; returns (run, check)."""
+    import numpy as np
+    import tensorflow as tf
+    from t2t_lite.decoding.beam_search import beam_search
+
+    model = build_model(args, hparams)
+    eos_id, target_length, vocab = 1, args.target_length, args.vocab_size
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
+    inputs[:, -1] = eos_id
+    inputs = tf.constant(inputs)
+    eos_column = tf.one_hot(eos_id, vocab, on_value=True, off_value=False, dtype=tf.bool)
+
+    def search(inputs):
+        memory, memory_mask = model.encode(inputs, training=False)
+        cache = model.initial_decode_cache(memory, memory_mask, target_length)
+        if args.memory_per_sentence:
+            # Encoder-decoder keys/values stay [b, s, ...]: neither tiled nor reordered.
+            cache, constants = model.split_memory_cache(cache)
+            decode_step = model.beam_decode_step(constants, args.beam_size)
+        else:
+            decode_step = model.decode_step
+
+        def symbols_to_logits(ids, i, states):
+            logits, states = decode_step(ids, i, states)
+            # EOS suppressed before the last position: every hypothesis has exactly
+            # target_length tokens (beam_search forces EOS at the last one).
+            return tf.where((i < target_length - 1) & eos_column, -1e9, logits), states
+
+        start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
+        return beam_search(symbols_to_logits, start, args.beam_size, target_length, vocab,
+                           args.alpha, states=cache, eos_id=eos_id, stop_early=True,
+                           max_length=target_length)
+
+    fn = tf.function(search, jit_compile=args.jit_compile)
+
+    def run():
+        ids, scores = fn(inputs)
+        return ids.numpy(), scores.numpy()
+
+    return run
+
+
+def cmd_decode(args) -> None:
+    import numpy as np
+    tf = setup_tf(args)
+    hparams = get_hparams(args)
+    run = make_decode(args, hparams)
+    flops = decode_flops(hparams, args.vocab_size, args.batch, args.source_length,
+                         args.target_length, args.beam_size)
+    print(f"decode {args.hparams_set} vocab={args.vocab_size} batch={args.batch} "
+          f"source={args.source_length} target={args.target_length} beam={args.beam_size} "
+          f"memory_per_sentence={args.memory_per_sentence} {describe(args, tf)}",
+          flush=True)
+    print(f"required FLOPs per search: {flops / 1e9:.1f} GFLOP", flush=True)
+    start = time.perf_counter()
+    ids, scores = run()
+    for _ in range(max(0, args.warmup - 1)):
+        run()
+    print(f"warm-up (trace/compile + {args.warmup} search(es)): "
+          f"{time.perf_counter() - start:.1f} s", flush=True)
+    lengths = np.sum(ids[:, 0] != 0, axis=-1)
+    if not (np.all(lengths == args.target_length) and np.all(np.isfinite(scores[:, 0]))
+            and np.all(ids[:, 0, args.target_length - 1] == 1)):
+        raise SystemExit(f"hypotheses are not all {args.target_length} tokens: {lengths}")
+    peak = Peak(tf, args.peak_size, args.peak_seconds)
+    result = timed_interleaved(run, peak, args.repeats)
+    report("search", result, flops, args.batch * args.target_length, False)
+
+
+# Sweep (the plot in docs/performance.md) --------------------------------------------------
+def cmd_sweep(args) -> None:
+    """One training-step timing per (batch, length) in a fresh process each (peak RSS is
+    per process); prints CSV rows."""
+    print("batch,length,step_s,peak_rss_mb,mfu", flush=True)
+    for batch in [int(b) for b in args.batches.split(",")]:
+        for length in [int(n) for n in args.lengths.split(",")]:
+            command = [sys.executable, os.path.abspath(__file__), "train",
+                       f"--hparams_set={args.hparams_set}", f"--vocab_size={args.vocab_size}",
+                       f"--batch={batch}", f"--length={length}", f"--steps={args.steps}",
+                       f"--warmup={args.warmup}"] + (
+                           ["--jit_compile"] if args.jit_compile else ["--no-jit_compile"])
+            out = subprocess.run(command, capture_output=True, text=True)
+            lines = out.stdout.strip().splitlines()
+            if out.returncode or not lines:
+                print(f"{batch},{length},failed,,  # {out.stderr.strip()[-200:]}", flush=True)
+                continue
+            fields = dict(kv.split("=") for kv in lines[-1].split())
+            rss = dict(kv.split("=") for kv in lines[-2].split())["peak_rss_mb"]
+            print(f"{batch},{length},{fields['step_s']},{rss},{fields['mfu']}", flush=True)
+
+
+# Input pipeline -------------------------------------------------------------------------
+def cmd_input(rest: List[str]) -> None:
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchmark_input.py")
+    raise SystemExit(subprocess.call([sys.executable, script] + rest))
+
+
+def main(argv=None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "input":
+        cmd_input(argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--hparams_set", default="transformer_base")
+    common.add_argument("--hparams", default="", help="overrides, e.g. num_heads=4")
+    common.add_argument("--vocab_size", type=int, default=37000)
+    common.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=True,
+                        help="XLA-compile the train step / the whole search")
+    common.add_argument("--fused_qkv", action=argparse.BooleanOptionalAction, default=True)
+    common.add_argument("--mixed_precision", action=argparse.BooleanOptionalAction,
+                        default=False, help="bfloat16 compute, float32 variables")
+    common.add_argument("--intra_threads", type=int, default=0, help="0: TF's default")
+    common.add_argument("--inter_threads", type=int, default=0, help="0: TF's default")
+    common.add_argument("--peak_size", type=int, default=2048)
+    common.add_argument("--peak_seconds", type=float, default=3.0,
+                        help="length of each matmul-peak window around a timed step")
+    common.add_argument("--warmup", type=int, default=2)
+
+    train = sub.add_parser("train", parents=[common])
+    train.add_argument("--batch", type=int, default=64)
+    train.add_argument("--length", type=int, default=32)
+    train.add_argument("--steps", type=int, default=5)
+
+    decode = sub.add_parser("decode", parents=[common])
+    decode.add_argument("--batch", type=int, default=32)
+    decode.add_argument("--source_length", type=int, default=24)
+    decode.add_argument("--target_length", type=int, default=30)
+    decode.add_argument("--beam_size", type=int, default=4)
+    decode.add_argument("--alpha", type=float, default=0.6)
+    decode.add_argument("--repeats", type=int, default=5)
+    decode.add_argument("--memory_per_sentence", action=argparse.BooleanOptionalAction,
+                        default=False)
+
+    sweep = sub.add_parser("sweep", parents=[common])
+    sweep.add_argument("--batches", default="16,32,64")
+    sweep.add_argument("--lengths", default="16,32,64,128,256")
+    sweep.add_argument("--steps", type=int, default=2)
+
+    sub.add_parser("input", help="scripts/benchmark_input.py with the remaining flags")
+    args = parser.parse_args(argv)
+    {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep}[args.mode](args)
+
+
+if __name__ == "__main__":
+    main()
