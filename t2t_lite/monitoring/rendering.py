@@ -23,9 +23,9 @@ CELL_INCHES = 0.2          # one token = 20 pixels
 FONT_SIZE = 8
 CHAR_INCHES = 0.068        # width of an 8-point label character
 PAD_INCHES = 0.15          # around and between panels
-TITLE_INCHES = 0.45        # the figure's title band
+TITLE_INCHES = 0.6         # the figure's title band
 HEAD_TITLE_INCHES = 0.22   # each panel's "head i"
-COLORBAR_INCHES = 0.75     # colour bar and its tick labels
+COLORBAR_INCHES = 0.6      # colour bar and its tick labels
 COLORMAP = "viridis"
 
 
@@ -43,48 +43,52 @@ class Layout:
 
     @property
     def panel_width(self) -> float:
-        return self.left + self.width + PAD_INCHES
+        """Query labels sit left of the first column only, so they are not part of a panel."""
+        return self.width + PAD_INCHES
 
     @property
     def panel_height(self) -> float:
-        return self.bottom + self.height + HEAD_TITLE_INCHES + PAD_INCHES
+        """Key labels sit under the last row only, so they are not part of a panel."""
+        return self.height + HEAD_TITLE_INCHES + PAD_INCHES
 
     @property
     def figure_size(self) -> Tuple[float, float]:
-        return (PAD_INCHES + self.columns * self.panel_width + COLORBAR_INCHES,
-                TITLE_INCHES + self.rows * self.panel_height + PAD_INCHES)
+        return (PAD_INCHES + self.left + self.columns * self.panel_width + COLORBAR_INCHES,
+                TITLE_INCHES + self.rows * self.panel_height + self.bottom + PAD_INCHES)
 
     def heatmap_box(self, head: int) -> Tuple[float, float, float, float]:
         """(x, y, width, height) of head ``head``'s heatmap, in inches."""
         row, column = divmod(head, self.columns)
-        x = PAD_INCHES + column * self.panel_width + self.left
+        x = PAD_INCHES + self.left + column * self.panel_width
         top = self.figure_size[1] - TITLE_INCHES - row * self.panel_height
         y = top - HEAD_TITLE_INCHES - self.height
         return x, y, self.width, self.height
 
 
-def layout(num_heads: int, query_labels: Sequence[str], key_labels: Sequence[str]) -> Layout:
-    """Heads in ``ceil(sqrt(h))`` columns; label margins fit the longest label (query
-    labels left of the first column, key labels under the last panel of each column)."""
+def layout(num_heads: int, query_labels: Sequence[str], key_labels: Sequence[str],
+           columns: int = 0) -> Layout:
+    """Heads in ``columns`` columns (0: ``ceil(sqrt(h))``); label margins fit the longest
+    label (query labels left of the first column, key labels under the last panel of each
+    column)."""
     if num_heads < 1 or not query_labels or not key_labels:
         raise ValueError(f"need >= 1 head and non-empty labels, got {num_heads} heads, "
                          f"{len(query_labels)} query and {len(key_labels)} key labels")
-    columns = math.ceil(math.sqrt(num_heads))
+    columns = min(columns or math.ceil(math.sqrt(num_heads)), num_heads)
     margin = lambda labels: 0.15 + CHAR_INCHES * max(len(label) for label in labels)
     return Layout(num_heads=num_heads, columns=columns, rows=math.ceil(num_heads / columns),
                   left=margin(query_labels), bottom=margin(key_labels),
                   width=CELL_INCHES * len(key_labels), height=CELL_INCHES * len(query_labels))
 
 
-def image_size(num_heads: int, query_labels: Sequence[str],
-               key_labels: Sequence[str]) -> Tuple[int, int]:
-    """(width, height) in pixels of ``render_heads`` for these heads and labels."""
-    width, height = layout(num_heads, query_labels, key_labels).figure_size
-    return int(round(width * DPI)), int(round(height * DPI))
+def image_size(num_heads: int, query_labels: Sequence[str], key_labels: Sequence[str],
+               columns: int = 0) -> Tuple[int, int]:
+    """(width, height) in pixels of ``render_heads`` for these heads, labels and columns."""
+    width, height = layout(num_heads, query_labels, key_labels, columns).figure_size
+    return int(width * DPI), int(height * DPI)  # as Agg sizes its canvas (truncation)
 
 
 def render_heads(weights: np.ndarray, query_labels: Sequence[str], key_labels: Sequence[str],
-                 title: str) -> np.ndarray:
+                 title: str, columns: int = 0) -> np.ndarray:
     """weights [h, q, k] -> RGB uint8 [H, W, 3] with ``(W, H) == image_size(...)``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -93,12 +97,12 @@ def render_heads(weights: np.ndarray, query_labels: Sequence[str], key_labels: S
     if weights.ndim != 3 or weights.shape[1:] != (len(query_labels), len(key_labels)):
         raise ValueError(f"weights {weights.shape} do not match [h, {len(query_labels)}, "
                          f"{len(key_labels)}] (query, key labels)")
-    geometry = layout(weights.shape[0], query_labels, key_labels)
+    geometry = layout(weights.shape[0], query_labels, key_labels, columns)
     fig_width, fig_height = geometry.figure_size
     figure = Figure(figsize=(fig_width, fig_height), dpi=DPI, facecolor="white")
     canvas = FigureCanvasAgg(figure)
-    figure.text(PAD_INCHES / fig_width, 1 - 0.3 / fig_height, title, fontsize=FONT_SIZE + 2,
-                fontweight="bold", va="baseline")
+    figure.text(PAD_INCHES / fig_width, 1 - 0.08 / fig_height, title, fontsize=FONT_SIZE + 1,
+                fontweight="bold", va="top", linespacing=1.3)
     image = None
     for head in range(weights.shape[0]):
         x, y, w, h = geometry.heatmap_box(head)
@@ -148,18 +152,26 @@ def to_png(pixels: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def record_title(kind: str, layer: int, mode: str, text: str, limit: int = 70) -> str:
-    """``encdec · layer 0 · forced on reference: "..."`` (text shortened to ``limit``)."""
+def record_title(kind: str, layer: int, mode: str, text: str, limit: int = 40) -> str:
+    """``encdec · layer 0 · reference`` and the forced text (shortened to ``limit``)."""
     shown = text if len(text) <= limit else text[:limit - 1] + "…"
-    return f'{kind} · layer {layer} · forced on {mode}: "{shown}"'
+    return f'{kind} · layer {layer} · {mode}\n"{shown}"'
 
 
-def kind_layer_images(records, kind: str, layer: int) -> List[np.ndarray]:
-    """One rendered image per record for ``kind`` and ``layer``."""
+def tensorboard_columns(num_heads: int) -> int:
+    """Head columns for TensorBoard, whose image cards are ~350 pixels wide and scale wider
+    images down: one column up to 4 heads, then two."""
+    return 1 if num_heads <= 4 else 2
+
+
+def kind_layer_images(records, kind: str, layer: int, columns: int = 0) -> List[np.ndarray]:
+    """One rendered image per record for ``kind`` and ``layer`` (``columns``: see
+    ``layout``)."""
     images = []
     for record in records:
         queries, keys = record.axis_labels(kind)
         text = record.target
         images.append(render_heads(record.weights[kind][layer], queries, keys,
-                                   record_title(kind, layer, record.mode, text)))
+                                   record_title(kind, layer, record.mode, text),
+                                   columns))
     return images

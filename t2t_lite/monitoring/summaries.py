@@ -25,7 +25,8 @@ from t2t_lite.data.problem import eval_text
 from t2t_lite.monitoring.attention import (KINDS, AttentionConfig, AttentionRecord, Probe,
                                            TokenLabeler, attention_statistics,
                                            compute_records, select_probes, with_eos)
-from t2t_lite.monitoring.rendering import kind_layer_images, pad_to_same_size
+from t2t_lite.monitoring.rendering import (kind_layer_images, pad_to_same_size,
+                                           tensorboard_columns)
 
 LOG_SUBDIR = "attention"
 
@@ -123,7 +124,8 @@ class AttentionMonitor:
                 tf.summary.scalar(name, value)
             for kind in KINDS:
                 for layer in range(records[0].num_layers):
-                    images = pad_to_same_size(kind_layer_images(records, kind, layer))
+                    columns = tensorboard_columns(records[0].num_heads)
+                    images = pad_to_same_size(kind_layer_images(records, kind, layer, columns))
                     tf.summary.image(f"attention/{kind}/layer_{layer}", images,
                                      max_outputs=len(images),
                                      description=_image_description(kind, len(records) // 2))
