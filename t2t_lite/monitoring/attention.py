@@ -139,10 +139,12 @@ def with_eos(ids: Sequence[int]) -> Tuple[int, ...]:
 
 def select_probes(sources: Sequence[str], references: Sequence[str], vocabulary: Vocabulary,
                   config: AttentionConfig) -> List[Probe]:
-    """The ``num_probes`` shortest pairs (source + reference tokens, EOS included; ties in
-    corpus order; distinct sources) among those with ``min_source_tokens``..``max_tokens``
-    source tokens and at most ``max_tokens`` reference tokens. When too few qualify (e.g.
-    long linearised parse trees), the shortest remaining non-empty pairs fill the list."""
+    """``num_probes`` pairs with distinct sources, fixed for a corpus: among the pairs with
+    ``min_source_tokens``..``max_tokens`` source tokens and at most ``max_tokens`` reference
+    tokens (EOS included), ranked by total length (ties: corpus order), those at the
+    quantiles 1/(n+1), ..., n/(n+1), so short and longer sentences are both shown. When
+    too few qualify (e.g. long linearised parse trees), the shortest remaining non-empty
+    pairs fill the list."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     if config.num_probes and not sources:
@@ -155,9 +157,15 @@ def select_probes(sources: Sequence[str], references: Sequence[str], vocabulary:
         fits = config.min_source_tokens <= s <= config.max_tokens and t <= config.max_tokens
         if sources[index].strip():
             ranked.append((not fits, s + t, index))
+    ranked.sort()
+    fitting = [entry for entry in ranked if not entry[0]]
+    distinct = list({sources[entry[2]]: entry for entry in reversed(fitting)}.values())[::-1]
+    distinct.sort()
+    count = min(config.num_probes, len(distinct))
+    picks = [distinct[(len(distinct) * (i + 1)) // (count + 1)] for i in range(count)]
     probes: List[Probe] = []
     seen = set()
-    for _, _, index in sorted(ranked):
+    for _, _, index in picks + ranked:
         if len(probes) == config.num_probes:
             break
         if sources[index] in seen:
