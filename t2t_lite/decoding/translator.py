@@ -141,7 +141,12 @@ class Translator:
                                         self.vocab_size, states=cache, eos_id=EOS_ID,
                                         alpha=self.alpha, max_length=max_length)
             return ids[:, None, :], scores[:, None]
-        return beam_search(self.model.decode_step, start, self.beam_size, decode_length,
+        step_fn = self.model.decode_step
+        if hasattr(self.model, "split_memory_cache"):
+            # Encoder-decoder keys/values once per sentence, not tiled to the beams.
+            cache, constants = self.model.split_memory_cache(cache)
+            step_fn = self.model.beam_decode_step(constants, self.beam_size)
+        return beam_search(step_fn, start, self.beam_size, decode_length,
                            self.vocab_size, self.alpha, states=cache, eos_id=EOS_ID,
                            stop_early=not self.return_beams, max_length=max_length)
 
