@@ -5,6 +5,7 @@
     python scripts/benchmark.py decode --hparams_set=transformer_base --vocab_size=37000 \
         --batch=32 --source_length=24 --target_length=30 --beam_size=4
     python scripts/benchmark.py input --data_dir=... [benchmark_input.py's flags]
+    python scripts/benchmark.py attention --data_dir=... [benchmark_attention.py's flags]
     python scripts/benchmark.py sweep --lengths=8,16,32,64,128 --batches=16,32,64 ...
 
 ``mfu`` is the model's FLOPs per second divided by the float32 matmul peak measured in the
@@ -358,15 +359,18 @@ def cmd_sweep(args) -> None:
 
 
 # Input pipeline -------------------------------------------------------------------------
-def cmd_input(rest: List[str]) -> None:
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "benchmark_input.py")
+DELEGATED = {"input": "benchmark_input.py", "attention": "benchmark_attention.py"}
+
+
+def cmd_delegated(mode: str, rest: List[str]) -> None:
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), DELEGATED[mode])
     raise SystemExit(subprocess.call([sys.executable, script] + rest))
 
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "input":
-        cmd_input(argv[1:])
+    if argv and argv[0] in DELEGATED:
+        cmd_delegated(argv[0], argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="mode", required=True)
     common = argparse.ArgumentParser(add_help=False)
@@ -406,6 +410,8 @@ def main(argv=None) -> None:
     sweep.add_argument("--steps", type=int, default=2)
 
     sub.add_parser("input", help="scripts/benchmark_input.py with the remaining flags")
+    sub.add_parser("attention", help="scripts/benchmark_attention.py (attention-monitoring "
+                                     "overhead) with the remaining flags")
     args = parser.parse_args(argv)
     {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep}[args.mode](args)
 

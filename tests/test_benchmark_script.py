@@ -1,0 +1,30 @@
+"""scripts/benchmark.py runs one tiny training step and one tiny search and prints its last
+lines in the documented format (no timing is asserted)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py"
+TINY = ["--hparams_set=transformer_tiny", "--hparams=num_hidden_layers=1",
+        "--vocab_size=50", "--no-jit_compile", "--warmup=1", "--peak_size=64",
+        "--peak_seconds=0.01"]
+
+
+def _run(args):
+    out = subprocess.run([sys.executable, str(SCRIPT)] + args + TINY, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()
+
+
+def test_train_prints_tokens_step_and_mfu():
+    lines = _run(["train", "--batch=2", "--length=4", "--steps=1"])
+    assert re.fullmatch(r"tgt_tok_s=\d+ step_s=[\d.]+ mfu=[\d.]+", lines[-1]), lines[-1]
+    assert lines[-2].startswith("peak_rss_mb=")
+
+
+def test_decode_prints_tokens_and_mfu():
+    lines = _run(["decode", "--batch=2", "--source_length=3", "--target_length=4",
+                  "--beam_size=2", "--repeats=1", "--memory_per_sentence"])
+    assert re.fullmatch(r"tgt_tok_s=\d+ mfu=[\d.]+", lines[-1]), lines[-1]
