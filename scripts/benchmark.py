@@ -6,7 +6,8 @@
         --batch=32 --source_length=24 --target_length=30 --beam_size=4
     python scripts/benchmark.py input --data_dir=... [benchmark_input.py's flags]
     python scripts/benchmark.py attention --data_dir=... [benchmark_attention.py's flags]
-    python scripts/benchmark.py sweep --lengths=8,16,32,64,128 --batches=16,32,64 ...
+    python scripts/benchmark.py sweep --lengths=8,16,32,64,128 --batches=16,32,64 ... > s.csv
+    python scripts/benchmark.py plot --csv=s.csv --out=docs/performance_sweep.png
 
 ``mfu`` is the model's FLOPs per second divided by the float32 matmul peak measured in the
 same process: a square float32 ``tf.matmul`` (``--peak_size``, TF's own kernel and thread
@@ -358,6 +359,38 @@ def cmd_sweep(args) -> None:
             print(f"{batch},{length},{fields['step_s']},{rss},{fields['mfu']}", flush=True)
 
 
+def cmd_plot(args) -> None:
+    """Step time and peak RSS against sentence length, one line per batch, from the CSV
+    that ``sweep`` prints."""
+    import csv
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(args.csv) as f:
+        rows = [r for r in csv.DictReader(line for line in f if not line.startswith("#"))
+                if r["step_s"] not in ("", "failed")]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6), dpi=80)
+    for batch in sorted({int(r["batch"]) for r in rows}):
+        mine = sorted((int(r["length"]), float(r["step_s"]), float(r["peak_rss_mb"]))
+                      for r in rows if int(r["batch"]) == batch)
+        lengths = [m[0] for m in mine]
+        per_token = [m[1] / (batch * m[0]) * 1e3 for m in mine]
+        left.plot(lengths, per_token, "o-", label=f"batch {batch}")
+        right.plot(lengths, [m[2] / 1024 for m in mine], "o-", label=f"batch {batch}")
+    left.set(xscale="log", xlabel="sentence length (tokens, each side)",
+             ylabel="step time per target token (ms)", title="time / token")
+    right.set(xscale="log", xlabel="sentence length (tokens, each side)",
+              ylabel="peak RSS (GiB)", title="memory")
+    for axis in (left, right):
+        axis.grid(alpha=0.3)
+        axis.legend()
+    fig.suptitle(args.title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(args.out)
+    print(f"wrote {args.out} ({os.path.getsize(args.out) / 1024:.0f} KiB)")
+
+
 # Input pipeline -------------------------------------------------------------------------
 DELEGATED = {"input": "benchmark_input.py", "attention": "benchmark_attention.py"}
 
@@ -409,11 +442,17 @@ def main(argv=None) -> None:
     sweep.add_argument("--lengths", default="16,32,64,128,256")
     sweep.add_argument("--steps", type=int, default=2)
 
+    plot = sub.add_parser("plot", help="plot a sweep CSV")
+    plot.add_argument("--csv", required=True)
+    plot.add_argument("--out", required=True)
+    plot.add_argument("--title", default="")
+
     sub.add_parser("input", help="scripts/benchmark_input.py with the remaining flags")
     sub.add_parser("attention", help="scripts/benchmark_attention.py (attention-monitoring "
                                      "overhead) with the remaining flags")
     args = parser.parse_args(argv)
-    {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep}[args.mode](args)
+    {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep,
+     "plot": cmd_plot}[args.mode](args)
 
 
 if __name__ == "__main__":
