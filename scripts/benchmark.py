@@ -382,7 +382,10 @@ def cmd_plot(args) -> None:
              ylabel="step time per target token (ms)", title="time / token")
     right.set(xscale="log", xlabel="sentence length (tokens, each side)",
               ylabel="peak RSS (GiB)", title="memory")
+    ticks = sorted({int(r["length"]) for r in rows})
     for axis in (left, right):
+        axis.set_xticks(ticks, [str(t) for t in ticks])
+        axis.minorticks_off()
         axis.grid(alpha=0.3)
         axis.legend()
     fig.suptitle(args.title, fontsize=9)
