@@ -47,11 +47,16 @@ def user_error_types() -> tuple:
     return (HParamsError, UnknownNameError, RunConfigMismatch, FileNotFoundError, ValueError)
 
 
-def run_reporting_errors(body: Callable[[], object]) -> int:
-    """Runs ``body``; a user error prints ``error: ...`` to stderr and returns 2."""
+def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) -> int:
+    """Runs ``body``; a user error prints ``error: ...`` to stderr and returns 2; one of
+    ``failure_types`` (a run that failed for a reason it explains, such as a NaN loss)
+    prints the same way and returns 1."""
     try:
         body()
     except user_error_types() as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except failure_types as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0

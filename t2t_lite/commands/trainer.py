@@ -67,7 +67,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.registry_help:
         return common.print_registry_help()
     common.require(parser, args, "problem", "hparams_set", "data_dir", "output_dir")
-    from t2t_lite.training.trainer import Trainer, TrainerConfig  # imports TensorFlow
+    from t2t_lite.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
     config = TrainerConfig(
         problem=args.problem, model=args.model, hparams_set=args.hparams_set,
         hparams_overrides=args.hparams, data_dir=args.data_dir, tmp_dir=args.tmp_dir,
@@ -83,7 +83,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         attention_summary_steps=args.attention_summary_steps,
         attention_probes=args.attention_probes)
-    return common.run_reporting_errors(lambda: Trainer(config).run())
+    return common.run_reporting_errors(lambda: Trainer(config).run(),
+                                       failure_types=(NonFiniteLossError,))
 
 
 if __name__ == "__main__":
