@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.errors import UserError
 from t2t_lite.run_config import RunConfig
 from t2t_lite.run_loading import (CheckpointError, build_model, resolve_checkpoint,
                                   restore_model, run_checkpoints)
@@ -28,7 +29,7 @@ PathLike = Union[str, Path]
 def last_checkpoints(output_dir: PathLike, count: int) -> List[str]:
     """The newest ``count`` checkpoints of a run, oldest first (fewer if it has fewer)."""
     if count < 1:
-        raise ValueError(f"--num_last_checkpoints must be >= 1, got {count}")
+        raise UserError(f"--num_last_checkpoints must be >= 1, got {count}")
     paths = run_checkpoints(output_dir)
     if not paths:
         raise CheckpointError(f"{output_dir} lists no checkpoints (no 'checkpoint' state "

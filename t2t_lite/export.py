@@ -34,6 +34,7 @@ import tensorflow as tf
 from t2t_lite.data.vocab import EOS_ID, Vocabulary
 from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.translator import Translator
+from t2t_lite.errors import UserError
 
 EXPORT_INFO_FILE = "t2t_lite_export.json"
 
@@ -77,8 +78,8 @@ def export_translator(model, vocabulary: Vocabulary, decode_hparams: DecodeHPara
     """Writes the SavedModel into ``export_dir`` (which must not hold one already)."""
     export_dir = Path(export_dir)
     if export_dir.exists() and any(export_dir.iterdir()):
-        raise ValueError(f"--export_dir={export_dir} is not empty; choose a new "
-                              f"directory (an export is never overwritten)")
+        raise UserError(f"--export_dir={export_dir} is not empty; choose a new "
+                        f"directory (an export is never overwritten)")
     module = TranslationModule(model, vocabulary, decode_hparams)
     signature = module.serve.get_concrete_function()
     tf.saved_model.save(module, str(export_dir), signatures={"serving_default": signature})

@@ -72,6 +72,9 @@ class HParams(TypedConfig):
                      "average_checkpoints"):
             if getattr(self, name) <= 0:
                 self._fail(f"hparam {name!r} must be positive, got {getattr(self, name)}")
+        if self.pos == "timing" and self.hidden_size % 2:
+            self._fail(f"hparam 'hidden_size' must be even with pos='timing' (sinusoids "
+                       f"come in sin/cos pairs), got {self.hidden_size}")
         for name in ("key", "value"):
             channels = getattr(self, f"{name}_channels")
             if channels % self.num_heads:

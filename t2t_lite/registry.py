@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable, Dict, Generic, List, Optional, TypeVar
 
+from t2t_lite.errors import UserError
+
 T = TypeVar("T")
 
 # Modules whose import registers the built-in models, problems and hparam sets.
@@ -21,7 +23,7 @@ BUILTIN_MODULES = (
 )
 
 
-class UnknownNameError(KeyError):
+class UnknownNameError(UserError, KeyError):
     """A name was looked up that is not registered."""
 
     def __str__(self) -> str:  # KeyError would quote the message

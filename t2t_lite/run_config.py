@@ -13,12 +13,13 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
+from t2t_lite.errors import UserError
 from t2t_lite.hparams_lib import HParams
 
 RUN_CONFIG_FILE = "run_config.json"
 
 
-class RunConfigMismatch(ValueError):
+class RunConfigMismatch(UserError):
     """An existing run directory was made with a different configuration."""
 
 
@@ -56,8 +57,8 @@ class RunConfig:
         try:
             values = json.loads(path.read_text())
         except json.JSONDecodeError as error:
-            raise ValueError(f"{path} is not valid JSON ({error}); restore it or start a "
-                             f"new --output_dir") from None
+            raise UserError(f"{path} is not valid JSON ({error}); restore it or start a "
+                            f"new --output_dir") from None
         return cls(**values)
 
     @classmethod

@@ -18,6 +18,7 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data.problem import Problem, get_problem
 from t2t_lite.data.vocab import Vocabulary, load_vocabulary
+from t2t_lite.errors import UserError
 from t2t_lite.run_config import RunConfig
 
 PathLike = Union[str, Path]
@@ -108,9 +109,9 @@ def load_trained_model(output_dir: PathLike, checkpoint_path: Optional[PathLike]
     problem = get_problem(run_config.problem)
     vocabulary = load_vocabulary(Path(output_dir) / run_config.vocab_file)
     if vocabulary.vocab_size != run_config.vocab_size:
-        raise ValueError(f"{Path(output_dir) / run_config.vocab_file} has "
-                         f"{vocabulary.vocab_size} tokens but run_config.json says "
-                         f"vocab_size={run_config.vocab_size}; restore the run's vocabulary")
+        raise UserError(f"{Path(output_dir) / run_config.vocab_file} has "
+                        f"{vocabulary.vocab_size} tokens but run_config.json says "
+                        f"vocab_size={run_config.vocab_size}; restore the run's vocabulary")
     path = resolve_checkpoint(output_dir, checkpoint_path)
     model = build_model(run_config)
     restore_model(model, path)

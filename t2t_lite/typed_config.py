@@ -13,6 +13,8 @@ import dataclasses
 import json
 from typing import Any, ClassVar, Dict, Mapping, Type, TypeVar
 
+from t2t_lite.errors import UserError
+
 C = TypeVar("C", bound="TypedConfig")
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
@@ -20,7 +22,7 @@ _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """An unknown key, a badly typed or out-of-range value, or an inconsistent config."""
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from t2t_lite.commands.common import positive_int, run_reporting_errors
+from t2t_lite.errors import UserError
 
 DEFAULT_OUTPUT = Path("averaged") / "ckpt-avg"
 
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> str:
     if args.checkpoints:
         checkpoints = [path.strip() for path in args.checkpoints.split(",") if path.strip()]
         if not checkpoints:
-            raise ValueError(f"--checkpoints={args.checkpoints!r} names no checkpoint")
+            raise UserError(f"--checkpoints={args.checkpoints!r} names no checkpoint")
     else:
         count = args.num_last_checkpoints
         if count is None:

@@ -40,11 +40,14 @@ def require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: s
 
 
 def user_error_types() -> tuple:
-    """Exceptions that are the user's to fix: printed as one line, no traceback."""
-    from t2t_lite.hparams_lib import HParamsError
-    from t2t_lite.registry import UnknownNameError
-    from t2t_lite.run_config import RunConfigMismatch
-    return (HParamsError, UnknownNameError, RunConfigMismatch, FileNotFoundError, ValueError)
+    """Exceptions that are the user's to fix: printed as one line, no traceback.
+
+    ``UserError`` covers bad flags and hparams, unknown registry names, a mismatched or
+    broken run directory, unusable data, vocabulary and reference files;
+    ``FileNotFoundError`` covers a missing file or checkpoint. Any other exception (a
+    plain ``ValueError`` included) is a bug and propagates with its traceback."""
+    from t2t_lite.errors import UserError
+    return (UserError, FileNotFoundError)
 
 
 def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) -> int:

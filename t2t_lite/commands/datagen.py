@@ -12,9 +12,9 @@ import argparse
 import sys
 from typing import List, Optional
 
+from t2t_lite.commands.common import user_error_types
 from t2t_lite.data.datagen import DatagenSummary, generate
-from t2t_lite.data.raw import RawDataError
-from t2t_lite.registry import PROBLEMS, UnknownNameError
+from t2t_lite.registry import PROBLEMS
 
 __all__ = ["generate", "main"]
 
@@ -39,7 +39,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             PROBLEMS.get(args.problem)  # raises with the registered names
         summary: DatagenSummary = generate(args.problem, args.data_dir, tmp_dir,
                                            download=not args.no_download)
-    except (RawDataError, UnknownNameError, FileNotFoundError) as error:
+    except user_error_types() as error:
         print(f"t2t-lite-datagen: error: {error}", file=sys.stderr)
         return 2
     print(summary.format())

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
 from t2t_lite.commands.common import run_reporting_errors
+from t2t_lite.errors import UserError
 
 MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
 
@@ -161,12 +162,12 @@ def score_report(problem, hypotheses: Sequence[str], sources: Sequence[str],
 
     references = problem.read_references(reference_path)
     if len(references) != len(hypotheses):
-        raise ValueError(f"--decode_reference={reference_path} has {len(references)} "
-                         f"references but the input has {len(hypotheses)} lines; they must "
-                         f"align line by line")
+        raise UserError(f"--decode_reference={reference_path} has {len(references)} "
+                        f"references but the input has {len(hypotheses)} lines; they must "
+                        f"align line by line")
     if not problem.eval_metrics:
-        raise ValueError(f"problem {problem.name} names no eval_metrics to score "
-                         f"--decode_reference with")
+        raise UserError(f"problem {problem.name} names no eval_metrics to score "
+                        f"--decode_reference with")
     lines = []
     for name in problem.eval_metrics:
         if name == "bleu":

@@ -14,7 +14,7 @@ import sys
 from typing import List, Optional
 
 from t2t_lite import registry
-from t2t_lite.hparams_lib import HParamsError
+from t2t_lite.errors import UserError
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -45,10 +45,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         if args.vocab_size < 2:
-            raise ValueError(f"--vocab_size must be >= 2, got {args.vocab_size}")
+            raise UserError(f"--vocab_size must be >= 2, got {args.vocab_size}")
         hparams = registry.hparams(args.hparams_set, args.hparams)
         registry.MODELS.get(args.model)
-    except (HParamsError, registry.UnknownNameError, ValueError) as error:
+    except UserError as error:
         print(f"t2t-lite-info: error: {error}", file=sys.stderr)
         return 2
     from t2t_lite.models.parameters import build_shapes_only, parameter_counts

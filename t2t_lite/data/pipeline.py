@@ -23,6 +23,7 @@ from t2t_lite.data import datagen
 from t2t_lite.data.problem import Problem, eval_text
 from t2t_lite.data.records import parse_example
 from t2t_lite.data.vocab import EOS_ID
+from t2t_lite.errors import UserError
 
 __all__ = ["bucket_boundaries", "bucket_batch_sizes", "make_dataset", "eval_text",
            "per_replica_budget"]
@@ -54,8 +55,8 @@ def per_replica_budget(batch_size: int,
     replicas = input_context.num_replicas_in_sync if input_context else 1
     budget = batch_size // replicas
     if budget <= 0:
-        raise ValueError(f"hparam batch_size={batch_size} tokens is smaller than the "
-                         f"{replicas} replicas in sync; raise batch_size")
+        raise UserError(f"hparam batch_size={batch_size} tokens is smaller than the "
+                        f"{replicas} replicas in sync; raise batch_size")
     return budget
 
 
@@ -91,7 +92,7 @@ def make_dataset(problem: Problem, data_dir: Union[str, Path], split: str, hpara
         max_length = hparams.max_length
         if budget < max_length:
             replicas = input_context.num_replicas_in_sync if input_context else 1
-            raise ValueError(
+            raise UserError(
                 f"per-replica token budget {budget} (hparam batch_size={hparams.batch_size} "
                 f"over {replicas} replica(s)) cannot hold one example of max_length="
                 f"{max_length}; raise batch_size or lower max_length")

@@ -20,6 +20,7 @@ from t2t_lite.data import datagen
 from t2t_lite.data.raw import RawFile, TextPair
 from t2t_lite.data.vocab import (SPM_SUFFIX, WORDPIECE_SUFFIX, Vocabulary, load_vocabulary,
                                  train_sentencepiece, train_wordpiece)
+from t2t_lite.errors import UserError
 from t2t_lite.registry import PROBLEMS
 
 VOCAB_KINDS = ("sentencepiece", "wordpiece")
@@ -141,8 +142,8 @@ class Problem:
             text = data.decode("utf-8")
         except UnicodeDecodeError as error:
             line = data.count(b"\n", 0, error.start) + 1
-            raise ValueError(f"{path}:{line}: not valid UTF-8 ({error.reason}); fix or "
-                             f"re-encode the reference file") from None
+            raise UserError(f"{path}:{line}: not valid UTF-8 ({error.reason}); fix or "
+                            f"re-encode the reference file") from None
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()

@@ -19,10 +19,12 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from tqdm import tqdm
 
+from t2t_lite.errors import UserError
+
 DOWNLOAD_TIMEOUT_S = 10.0
 
 
-class RawDataError(ValueError):
+class RawDataError(UserError):
     """Raw files that are missing, corrupt or inconsistent; the message says what to do."""
 
 

@@ -24,6 +24,8 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from t2t_lite.errors import UserError
+
 PAD_ID = 0
 EOS_ID = 1
 UNK_ID = 2
@@ -32,7 +34,7 @@ WORDPIECE_SUFFIX = ".wordpiece.txt"
 _WORDPIECE_RESERVED = ("<pad>", "<EOS>", "<unk>")
 
 
-class VocabError(ValueError):
+class VocabError(UserError):
     """A vocabulary file that is missing, of an unknown kind, or unusable."""
 
 

@@ -30,6 +30,7 @@ import tensorflow as tf
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
 from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.greedy import greedy_search
+from t2t_lite.errors import UserError
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +50,8 @@ class Truncation:
 def bucket_lengths(max_input_length: int) -> Tuple[int, ...]:
     """Padded input lengths: 8, 16, 32, ... below ``max_input_length``, then it."""
     if max_input_length < 2:
-        raise ValueError(f"max_input_length must be >= 2 (a token and EOS), got "
-                         f"{max_input_length}")
+        raise UserError(f"max_input_length must be >= 2 (a token and EOS), got "
+                        f"{max_input_length}")
     lengths, length = [], SMALLEST_BUCKET
     while length < max_input_length:
         lengths.append(length)
@@ -80,9 +81,9 @@ class Translator:
                  extra_length: int = 50, max_input_length: int = 0, return_beams: bool = False,
                  jit_compile: bool = False, batch_size: int = 4096):
         if beam_size < 1 or extra_length < 0 or alpha < 0 or batch_size < 1:
-            raise ValueError(f"Translator needs beam_size >= 1, extra_length >= 0, alpha >= 0 "
-                             f"and batch_size >= 1; got beam_size={beam_size}, extra_length="
-                             f"{extra_length}, alpha={alpha}, batch_size={batch_size}")
+            raise UserError(f"Translator needs beam_size >= 1, extra_length >= 0, alpha >= 0 "
+                            f"and batch_size >= 1; got beam_size={beam_size}, extra_length="
+                            f"{extra_length}, alpha={alpha}, batch_size={batch_size}")
         self.model = model
         self.vocabulary = vocabulary
         self.beam_size = int(beam_size)

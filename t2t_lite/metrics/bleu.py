@@ -15,6 +15,8 @@ from typing import List, Sequence, Tuple, Union
 
 from sacrebleu.metrics import BLEU
 
+from t2t_lite.errors import UserError
+
 
 @dataclass(frozen=True)
 class BleuResult:
@@ -49,7 +51,7 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str],
         raise ValueError(f"corpus_bleu: {len(hypotheses)} hypotheses but "
                          f"{len(references)} references")
     if not hypotheses:
-        raise ValueError("corpus_bleu: no sentences to score")
+        raise UserError("corpus_bleu: no sentences to score")
     metric = BLEU(tokenize=tokenize)
     result = metric.corpus_score(hypotheses, [references])
     return BleuResult(score=float(result.score),
@@ -80,7 +82,7 @@ def read_sgml_segments(path: Union[str, Path]) -> List[str]:
         for match in re.finditer(r"<seg\b", text, re.IGNORECASE):
             if match.start() not in covered:
                 line = text.count("\n", 0, match.start()) + 1
-                raise ValueError(f"{path}:{line}: <seg> element without a closing </seg>")
+                raise UserError(f"{path}:{line}: <seg> element without a closing </seg>")
     if not segments:
-        raise ValueError(f"{path}: no <seg> elements found; is it a WMT SGML file?")
+        raise UserError(f"{path}: no <seg> elements found; is it a WMT SGML file?")
     return segments

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, SentencePieceVocab, Vocabulary, WordPieceVocab
+from t2t_lite.errors import UserError
 
 KINDS = ("encoder_self", "decoder_self", "encdec")
 START_LABEL = "<s>"
@@ -148,7 +149,7 @@ def select_probes(sources: Sequence[str], references: Sequence[str], vocabulary:
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     if config.num_probes and not sources:
-        raise ValueError("the dev split holds no sentence to probe attention with")
+        raise UserError("the dev split holds no sentence to probe attention with")
     source_ids = vocabulary.encode_batch(list(sources))
     reference_ids = vocabulary.encode_batch(list(references))
     ranked = []

@@ -17,6 +17,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
+from t2t_lite.errors import UserError
 from t2t_lite.monitoring.attention import (KINDS, AttentionRecord, TokenLabeler,
                                            compute_records, with_eos)
 from t2t_lite.monitoring.rendering import COLORMAP, kind_layer_images, to_png
@@ -73,7 +74,7 @@ def write_decoder_attention(model, vocabulary, sources: Sequence[str],
     """The decoder's ``--attention_dir``: the first ``limit`` sentences, teacher-forced on
     their best hypothesis (re-tokenised); ``source_ids`` as encoded (EOS-terminated)."""
     if limit < 1:
-        raise ValueError(f"--attention_sentences must be >= 1, got {limit}")
+        raise UserError(f"--attention_sentences must be >= 1, got {limit}")
     count = min(limit, len(sources))
     labeler = TokenLabeler(vocabulary)
     targets = [with_eos(ids) for ids in vocabulary.encode_batch(list(hypotheses[:count]))]

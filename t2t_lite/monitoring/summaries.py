@@ -22,6 +22,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 from t2t_lite.data.problem import eval_text
+from t2t_lite.errors import UserError
 from t2t_lite.monitoring.attention import (KINDS, AttentionConfig, AttentionRecord, Probe,
                                            TokenLabeler, attention_statistics,
                                            compute_records, select_probes, with_eos)
@@ -47,7 +48,7 @@ class AttentionMonitor:
                  every_steps: int = 0, config: Optional[AttentionConfig] = None,
                  max_input_length: int = 0):
         if every_steps < 0:
-            raise ValueError(f"attention summary steps must be >= 0, got {every_steps}")
+            raise UserError(f"attention summary steps must be >= 0, got {every_steps}")
         self.model = model
         self.problem = problem
         self.vocabulary = vocabulary

@@ -30,6 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, fields
 from typing import Iterable, List, Sequence, Tuple
 
+from t2t_lite.errors import UserError
 from t2t_lite.parsing.trees import Tree
 
 PUNCTUATION_TAGS = frozenset({",", ":", "``", "''", "."})
@@ -41,7 +42,7 @@ CUTOFF_LENGTH = 40
 Bracket = Tuple[str, int, int]
 
 
-class EvalbError(ValueError):
+class EvalbError(UserError):
     """Gold and test sentences cannot be compared (different words)."""
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
+from t2t_lite.errors import UserError
 from t2t_lite.parsing.trees import Tree
 
 PLACEHOLDER = "XX"
@@ -27,7 +28,7 @@ DEFAULT_ROOT_LABEL = "S"
 Tokens = Union[str, Sequence[str]]
 
 
-class LinearizationError(ValueError):
+class LinearizationError(UserError):
     """A target sequence is not a well-formed linearised tree over the given words."""
 
 

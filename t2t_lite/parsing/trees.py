@@ -20,13 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
+from t2t_lite.errors import UserError
+
 NONE_TAG = "-NONE-"
 ROOT_LABELS = ("", "ROOT", "TOP")
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 
 
-class TreeParseError(ValueError):
+class TreeParseError(UserError):
     """A bracketed tree could not be read; the message names the source and line."""
 
     def __init__(self, source: str, line: int, message: str):

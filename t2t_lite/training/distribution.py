@@ -9,6 +9,8 @@ from typing import Optional
 
 import tensorflow as tf
 
+from t2t_lite.errors import UserError
+
 
 def split_cpu(num_devices: int) -> None:
     """Splits the host CPU into ``num_devices`` logical devices.
@@ -34,7 +36,7 @@ def num_workers_in_tf_config() -> int:
     try:
         cluster = json.loads(raw).get("cluster", {})
     except json.JSONDecodeError as error:
-        raise ValueError(f"TF_CONFIG is not valid JSON: {error}") from None
+        raise UserError(f"TF_CONFIG is not valid JSON: {error}") from None
     return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
 
 
@@ -52,7 +54,7 @@ def make_strategy(worker_gpu: Optional[int] = None, cpu_devices: int = 1
     gpus = tf.config.list_logical_devices("GPU")
     if worker_gpu is not None:
         if worker_gpu > len(gpus):
-            raise ValueError(f"--worker_gpu={worker_gpu} but only {len(gpus)} GPU(s) are visible")
+            raise UserError(f"--worker_gpu={worker_gpu} but only {len(gpus)} GPU(s) are visible")
         gpus = gpus[:worker_gpu]
     if len(gpus) > 1:
         return tf.distribute.MirroredStrategy([gpu.name for gpu in gpus])
@@ -61,8 +63,8 @@ def make_strategy(worker_gpu: Optional[int] = None, cpu_devices: int = 1
     cpus = tf.config.list_logical_devices("CPU")
     if cpu_devices > 1:
         if len(cpus) < cpu_devices:
-            raise ValueError(f"--cpu_devices={cpu_devices} but only {len(cpus)} logical CPU "
-                             f"device(s) exist; split_cpu() must run first")
+            raise UserError(f"--cpu_devices={cpu_devices} but only {len(cpus)} logical CPU "
+                            f"device(s) exist; split_cpu() must run first")
         return tf.distribute.MirroredStrategy([cpu.name for cpu in cpus[:cpu_devices]])
     return tf.distribute.get_strategy()
 

@@ -18,6 +18,7 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from t2t_lite.errors import UserError
 from t2t_lite.training.losses import label_smoothed_cross_entropy
 from t2t_lite.training.metrics import token_statistics
 
@@ -41,7 +42,7 @@ class TrainStep:
                  strategy: tf.distribute.Strategy, label_smoothing: float,
                  accumulation_steps: int = 1, jit_compile: bool = False):
         if accumulation_steps < 1:
-            raise ValueError(f"--gradient_accumulation_steps must be >= 1, got {accumulation_steps}")
+            raise UserError(f"--gradient_accumulation_steps must be >= 1, got {accumulation_steps}")
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
