@@ -19,12 +19,12 @@ def test_numbers_datagen_command_end_to_end_and_rerun(tmp_path, capsys):
     assert datagen_command.main(["--problem=translate_ende_numbers",
                                  f"--data_dir={data_dir}"]) == 0
     out = capsys.readouterr().out
-    assert "train: 20,000 examples" in out and "dev: 1,000 examples" in out
+    assert "train: 29,040 examples" in out and "dev: 1,000 examples" in out
     assert "vocabulary: 256 tokens" in out
     problem = get_problem("translate_ende_numbers")
     vocab = problem.load_vocab(data_dir)
     train = read_examples(problem.shard_files(data_dir, "train"))
-    assert len(train) == 20000
+    assert len(train) == 29040  # 20,000 numbers, the short ones repeated
     decode = lambda ids: [t.decode() for t in vocab.detokenize(tf.ragged.constant(ids)).numpy()]
     train_targets = set(decode([t for _, t in train]))
     sources, references = eval_text(problem, data_dir, "test")
@@ -39,7 +39,7 @@ def test_numbers_datagen_command_end_to_end_and_rerun(tmp_path, capsys):
     # A re-run reuses the complete output and says so.
     assert datagen_command.main(["--problem=translate_ende_numbers",
                                  f"--data_dir={data_dir}"]) == 0
-    assert "train: 20,000 examples in 2 shard(s), 0 dropped (reused)" in capsys.readouterr().out
+    assert "train: 29,040 examples in 2 shard(s), 0 dropped (reused)" in capsys.readouterr().out
     assert not list(data_dir.glob("*.tmp")) and not list(data_dir.glob("*.unshuffled"))
 
 

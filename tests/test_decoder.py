@@ -89,9 +89,20 @@ def test_return_beams_writes_tab_separated_nbest(capsys, tmp_path):
         assert scores == sorted(scores, reverse=True)
 
 
-def test_decode_reference_prints_sacrebleu_with_signature(capsys, tmp_path):
+def test_decode_reference_prints_the_problems_metrics(capsys, tmp_path, monkeypatch):
     reference = tmp_path / "reference.txt"
     reference.write_text("einundzwanzig\ndreihundert\n", encoding="utf-8")
+    status, output, out, _ = run_decoder(capsys, b"twenty-one\nthree hundred\n", tmp_path,
+                                         "--decode_hparams", GREEDY,
+                                         "--decode_reference", str(reference))
+    assert status == 0 and len(output) == 2
+    # The numbers problem is scored by exact match (its outputs are one word).
+    matches = sum(h == r for h, r in zip(output, ["einundzwanzig", "dreihundert"]))
+    assert out.strip() == f"exact_match = {100.0 * matches / 2:.4f}"
+
+    # A BLEU problem prints sacreBLEU's line with its signature.
+    from t2t_lite.problems.translate_numbers import TranslateEndeNumbers
+    monkeypatch.setattr(TranslateEndeNumbers, "eval_metrics", ("bleu",))
     status, output, out, _ = run_decoder(capsys, b"twenty-one\nthree hundred\n", tmp_path,
                                          "--decode_hparams", GREEDY,
                                          "--decode_reference", str(reference))

@@ -5,7 +5,9 @@ import tensorflow as tf
 from t2t_lite.data.datagen import generate
 from t2t_lite.data.problem import eval_text, get_problem
 from t2t_lite.data.records import read_examples
-from t2t_lite.problems.translate_numbers import NumbersConfig, split_numbers
+from t2t_lite.metrics.text_metrics import score_texts
+from t2t_lite.problems.translate_numbers import (NumbersConfig, balanced_train_numbers,
+                                                 magnitude_bands, number_pairs, split_numbers)
 from t2t_lite.registry import PROBLEMS
 
 TRANSLATION = ("translate_ende_numbers", "translate_ende_multi30k", "translate_ende_wmt14",
@@ -16,7 +18,9 @@ def test_translation_problems_are_registered_with_bleu_and_beam_defaults():
     for name in TRANSLATION:
         problem = get_problem(name)
         assert problem.name == name
-        assert problem.eval_metrics == ("bleu",)
+        # Number words are mostly one word: no 4-grams for BLEU, so exact match.
+        expected = ("exact_match",) if name == "translate_ende_numbers" else ("bleu",)
+        assert problem.eval_metrics == expected
         assert problem.decode_defaults == {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
     assert get_problem("translate_ende_wmt14").vocab_size == 37000
     assert get_problem("translate_enfr_wmt14").vocab_spec.kind == "wordpiece"
@@ -35,6 +39,31 @@ def test_number_splits_are_disjoint_and_seeded():
         assert any(n < 100 for n in numbers) and any(100 <= n < 1000 for n in numbers), split
     with pytest.raises(ValueError, match="only 100 exist"):
         split_numbers(NumbersConfig(max_number=99))
+
+
+def test_short_train_numbers_are_repeated_to_an_equal_share_per_band():
+    config = NumbersConfig()
+    distinct = split_numbers(config)["train"]
+    balanced = balanced_train_numbers(distinct, config.max_number)
+    assert set(balanced) == set(distinct)
+    per_band = [sum(1 for n in balanced if n in band) for band in magnitude_bands(99_999)]
+    # 90 numbers < 100 x 56, 818 three-digit x 6, the 4- and 5-digit ones once.
+    assert per_band == [90 * 56, 818 * 6, 8180, 10912]
+    assert all(balanced.count(n) == 1 for n in distinct if n >= 1000)
+    train = number_pairs(config, "train")
+    assert len(train) == len(balanced) == 29040
+    assert ("twenty-one", "einundzwanzig") in {(p.source, p.target) for p in train}
+    # Dev and test are not repeated; the toggle turns balancing off.
+    assert len(number_pairs(config, "dev")) == 1000
+    unbalanced = NumbersConfig(balance_train_bands=False)
+    assert len(number_pairs(unbalanced, "train")) == 20000
+
+
+def test_exact_match_metric_ignores_outer_whitespace_only():
+    scores = score_texts(("exact_match",), ["einundzwanzig ", "zwei", "drei zehn"],
+                         ["einundzwanzig", "zwei", "dreizehn"], ["a", "b", "c"])
+    assert scores == {"exact_match": 100.0 * 2 / 3}
+    assert score_texts(("exact_match",), [], [], []) == {"exact_match": 0.0}
 
 
 def test_unknown_split_names_the_splits():

@@ -2,7 +2,10 @@
 
 ``score_texts(("bleu",), hypotheses, references, sources)`` -> ``{"bleu": 27.3}``.
 Translation problems name ``"bleu"`` (sacreBLEU, 13a); parsing problems name
-``"parse_f1"`` (EVALB/COLLINS.prm labeled bracketing F1 of the repaired output trees).
+``"parse_f1"`` (EVALB/COLLINS.prm labeled bracketing F1 of the repaired output trees);
+problems whose outputs are mostly one word (BLEU's 4-grams do not exist there) name
+``"exact_match"`` (percentage of hypotheses equal to their reference, outer whitespace
+ignored).
 """
 from __future__ import annotations
 
@@ -33,9 +36,17 @@ def _parse_f1(hypotheses, references, sources) -> Dict[str, float]:
             "parse_repaired_sentences": float(repairs.repaired_sentences)}
 
 
+def _exact_match(hypotheses, references, sources) -> Dict[str, float]:
+    if not references:
+        return {"exact_match": 0.0}
+    same = sum(h.strip() == r.strip() for h, r in zip(hypotheses, references))
+    return {"exact_match": 100.0 * same / len(references)}
+
+
 METRICS: Dict[str, Callable[[Sequence[str], Sequence[str], Sequence[str]], Dict[str, float]]] = {
     "bleu": _bleu,
     "parse_f1": _parse_f1,
+    "exact_match": _exact_match,
 }
 
 
