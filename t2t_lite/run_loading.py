@@ -29,11 +29,13 @@ class CheckpointError(FileNotFoundError):
 
 
 def build_model(run_config: RunConfig) -> keras.Model:
-    """The run's model with its variables created (called once on a 1-token batch)."""
+    """The run's model with its variables created by one call on a [1, 2] batch (two
+    tokens: a length-1 softmax axis would draw Keras's "softmax over size 1" warning; a
+    call, unlike ``build``, also records the input structure SavedModel export needs)."""
     model = registry.MODELS.get(run_config.model)(run_config.resolved_hparams(),
                                                  run_config.vocab_size)
-    one_token = tf.ones([1, 1], tf.int32)
-    model({"inputs": one_token, "targets": one_token}, training=False)
+    two_tokens = tf.ones([1, 2], tf.int32)
+    model({"inputs": two_tokens, "targets": two_tokens}, training=False)
     return model
 
 

@@ -24,8 +24,7 @@ def model():
     hparams = registry.hparams("transformer_tiny", "num_hidden_layers=2,hidden_size=32,"
                                "filter_size=64,num_heads=4,max_length=32")
     model = Transformer(hparams, VOCAB)
-    ones = tf.ones([1, 1], tf.int32)
-    model({"inputs": ones, "targets": ones})
+    model.build(None)
     return model
 
 
