@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--local_eval_frequency", type=common.non_negative_int, default=1000,
                         help="evaluate every N steps (0: only at the end)")
     parser.add_argument("--eval_bleu_sentences", type=common.non_negative_int, default=100,
-                        help="dev sentences decoded for BLEU at each evaluation (0: none)")
+                        help="dev sentences decoded and scored with the problem's metrics "
+                             "(BLEU, exact match, parse F1) at each evaluation (0: none)")
     parser.add_argument("--eval_beam_size", type=common.positive_int, default=1,
                         help="beam size for evaluation decoding (1: greedy)")
     parser.add_argument("--save_checkpoints_secs", type=common.non_negative_int, default=600,

@@ -49,7 +49,7 @@ class TrainerConfig:
     train_steps: Optional[int] = None        # None: the hparams set's train_steps
     eval_steps: int = 0                      # dev batches per evaluation; 0 = the whole dev set
     local_eval_frequency: int = 1000         # steps between evaluations; 0 = only at the end
-    eval_bleu_sentences: int = 100           # dev sentences decoded for BLEU; 0 = no BLEU
+    eval_bleu_sentences: int = 100           # dev sentences decoded for the text metrics; 0 = none
     eval_beam_size: int = 1                  # greedy by default
     save_checkpoints_secs: int = 600         # the paper's 10 minutes
     keep_checkpoint_max: int = 20
