@@ -67,12 +67,14 @@ def resolve_checkpoint(output_dir: PathLike, checkpoint_path: Optional[PathLike]
 
 
 def run_checkpoints(output_dir: PathLike) -> List[str]:
-    """Every checkpoint prefix the run's state file lists, oldest first."""
+    """Every checkpoint prefix the run's state file lists, oldest first.
+
+    ``get_checkpoint_state`` already joins the file's relative entries to ``output_dir``
+    (relative or absolute), so the paths are used as it returns them."""
     state = tf.train.get_checkpoint_state(str(output_dir))
     if state is None:
         return []
-    return [path if Path(path).is_absolute() else str(Path(output_dir) / path)
-            for path in state.all_model_checkpoint_paths]
+    return list(state.all_model_checkpoint_paths)
 
 
 def untracked_variables(model: keras.Model) -> List[str]:

@@ -106,6 +106,17 @@ def test_default_count_is_the_runs_average_checkpoints(capsys, tmp_path):
                                       .get_tensor(key))
 
 
+def test_a_relative_output_dir_finds_the_runs_checkpoints(capsys, tmp_path, monkeypatch):
+    """As typed on a command line (`--output_dir=RUN`): the state file's entries are
+    joined to RUN once, not twice (RUN/RUN/ckpt-N)."""
+    run = copy_run_dir(tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    assert run_checkpoints("run") == ["run/ckpt-1", "run/ckpt-2"]
+    assert avg_checkpoints.main(["--output_dir", "run", "--num_last_checkpoints", "2"]) == 0
+    assert "error" not in capsys.readouterr().err
+    assert (run / "averaged" / "ckpt-avg.index").is_file()
+
+
 def test_missing_checkpoint_is_a_clear_error(capsys, tmp_path):
     status = avg_checkpoints.main(["--output_dir", str(tiny_run_dir()), "--checkpoints",
                                    str(tmp_path / "ckpt-9"), "--output_path",
