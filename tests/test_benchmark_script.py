@@ -28,3 +28,17 @@ def test_decode_prints_tokens_and_mfu():
     lines = _run(["decode", "--batch=2", "--source_length=3", "--target_length=4",
                   "--beam_size=2", "--repeats=1", "--memory_per_sentence"])
     assert re.fullmatch(r"tgt_tok_s=\d+ mfu=[\d.]+", lines[-1]), lines[-1]
+
+
+def test_decode_parts_prints_each_piece_of_a_beam_step():
+    script = SCRIPT.with_name("bench_decode_parts.py")
+    out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
+                          "--vocab_size=50", "--batch=2", "--beam_size=2",
+                          "--cache_length=4", "--repeats=1"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("transformer_tiny V=50 rows=4 (batch 2 x beam 2)")
+    names = [line.split(":")[0] for line in lines[1:]]
+    assert names == ["softmax projection", "log_softmax", "top_k", "cache reorder"]
+    assert all(re.search(r": [\d.]+ ms per step", line) for line in lines[1:])
