@@ -60,11 +60,13 @@ def random_inputs(lengths, width, seed=0):
     return tf.constant(batch)
 
 
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["growing_cache", "xla_fixed_cache"])
 @pytest.mark.parametrize("beam_size,alpha", [(1, 0.0), (4, 0.6)])
-def test_cached_translate_ids_equals_uncached_reference(model, beam_size, alpha):
-    # max_input_length 8: a single bucket, so translate_ids traces one search.
+def test_cached_translate_ids_equals_uncached_reference(model, beam_size, alpha, jit_compile):
+    # Without XLA the self-attention cache grows a position per step; under XLA it is
+    # preallocated. max_input_length 8: a single bucket, so translate_ids traces one search.
     translator = Translator(model, vocabulary=_NoVocab(), beam_size=beam_size, alpha=alpha,
-                            extra_length=EXTRA, max_input_length=8)
+                            extra_length=EXTRA, max_input_length=8, jit_compile=jit_compile)
     inputs = random_inputs([5, 3, 8, 1], width=8)
     ids, scores = translator.translate_ids(inputs)
     assert ids.shape == (4, beam_size, translator.max_output_length)

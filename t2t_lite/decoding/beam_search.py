@@ -66,7 +66,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       vocab_size: ``V``.
       alpha: length-penalty exponent, >= 0 (0 = plain log-probability).
       states: nested structure (dict) of tensors with leading dim b, or None; tiled to
-        b*k and reordered each step to follow the surviving hypotheses.
+        b*k and reordered each step to follow the surviving hypotheses. A state of static
+        length 0 on axis 1 may grow along it (a growing decode cache); every other state
+        keeps its shape.
       eos_id: the end-of-sentence id.
       stop_early: stop a sentence once no alive hypothesis can beat its best finished one;
         False decodes every sentence to its ``decode_length`` (exact N-best lists).
@@ -176,7 +178,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         tile_beams(states, k),
     )
     (_, alive_seq, alive_log_probs, _, finished_seq, finished_scores, finished_flags,
-     steps, _, _) = tf.while_loop(not_done, step, loop_vars)
+     steps, _, _) = tf.while_loop(not_done, step, loop_vars,
+                                  shape_invariants=loop_shape_invariants(loop_vars))
 
     finished_scores = tf.where(finished_flags, finished_scores, -float("inf"))
     alive_scores = alive_log_probs / length_penalty(steps, alpha)[:, None]
@@ -185,6 +188,18 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     ids = tf.where(has_finished[:, None, None], finished_seq, alive_seq)
     scores = tf.where(has_finished[:, None], finished_scores, alive_scores)
     return ids, scores
+
+
+def loop_shape_invariants(loop_vars: Any) -> Any:
+    """``tf.while_loop`` shape invariants for ``loop_vars``: each tensor keeps its shape,
+    except that a state of static length 0 on axis 1 (a growing self-attention cache,
+    ``initial_cache(b, 0)``) may grow along it."""
+    def invariant(tensor):
+        shape = tf.TensorShape(tensor.shape)
+        if shape.rank is not None and shape.rank >= 2 and shape[1] == 0:
+            return tf.TensorShape([shape[0], None] + shape[2:].as_list())
+        return shape
+    return tf.nest.map_structure(invariant, loop_vars)
 
 
 def tile_beams(states: Any, beam_size: int) -> Any:

@@ -13,7 +13,7 @@ from typing import Any, Optional, Tuple
 import tensorflow as tf
 
 from t2t_lite.decoding.beam_search import (NEG_INF, SymbolsToLogitsFn, _decode_lengths,
-                                           length_penalty)
+                                           length_penalty, loop_shape_invariants)
 
 
 def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
@@ -32,7 +32,8 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       initial_ids: int32 [b], the id fed at step 0.
       decode_length: int32 [b] (or a scalar), the most output tokens, EOS included.
       vocab_size: ``V``.
-      states: nested structure of tensors with leading dim b, or None.
+      states: nested structure of tensors with leading dim b, or None; as in
+        ``beam_search``, one of static length 0 on axis 1 may grow along it.
       eos_id: the end-of-sentence id.
       alpha: length-penalty exponent for the returned score (the choice ignores it).
       max_length: ``T``, the static length of the id buffer; default max(decode_length).
@@ -72,5 +73,6 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     loop_vars = (tf.constant(0, tf.int32), tf.zeros([batch, max_length], tf.int32),
                  initial_ids, tf.zeros([batch], tf.float32), tf.zeros([batch], tf.int32),
                  tf.zeros([batch], tf.bool), states)
-    _, ids, _, log_prob, steps, _, _ = tf.while_loop(not_done, step, loop_vars)
+    _, ids, _, log_prob, steps, _, _ = tf.while_loop(
+        not_done, step, loop_vars, shape_invariants=loop_shape_invariants(loop_vars))
     return ids, log_prob / length_penalty(steps, alpha)

@@ -135,7 +135,10 @@ class Translator:
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
         decode_length = tf.minimum(source_lengths + self.extra_length, max_length)
         memory, memory_mask = self.model.encode(inputs, training=False)
-        cache = self.model.initial_decode_cache(memory, memory_mask, max_length)
+        # XLA needs the preallocated fixed-shape cache; without it a growing cache costs
+        # O(step) per step instead of O(max_length) (writes, attention, beam reorders).
+        cache = self.model.initial_decode_cache(memory, memory_mask,
+                                                max_length if self.jit_compile else 0)
         start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
         if self.beam_size == 1:
             ids, scores = greedy_search(self.model.decode_step, start, decode_length,

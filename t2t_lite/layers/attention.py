@@ -166,7 +166,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
     # Incremental decoding --------------------------------------------------------
     def initial_cache(self, batch_size, max_length: int) -> Dict[str, tf.Tensor]:
-        """Zeroed self-attention cache: {"k": [b, L, h, d_k], "v": [b, L, h, d_v]}."""
+        """Zeroed self-attention cache: {"k": [b, L, h, d_k], "v": [b, L, h, d_v]}.
+
+        ``max_length`` L > 0 preallocates L positions, written in place at each step (the
+        fixed shapes XLA needs). L = 0 gives an empty, *growing* cache: each step appends
+        its position, so a step costs O(step) rather than O(L) in cache reads, writes and
+        beam reorders (what pays without XLA)."""
         dtype = self.compute_dtype
         return {"k": ops.zeros((batch_size, max_length, self.num_heads, self.key_depth), dtype),
                 "v": ops.zeros((batch_size, max_length, self.num_heads, self.value_depth),
@@ -174,9 +179,16 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def self_attention_step(self, x, step, cache: Dict[str, tf.Tensor]):
         """One decoding position. x [b, 1, d_in], step int32 scalar, cache from
-        ``initial_cache`` -> (output [b, 1, output_channels], new cache). Keys and values
-        are written at ``step``; positions > step are masked."""
+        ``initial_cache`` -> (output [b, 1, output_channels], new cache). A preallocated
+        cache gets the keys and values written at ``step``, positions > step masked; a
+        growing one (length 0 at step 0, or unknown inside a loop) holds exactly ``step``
+        positions and gets this one appended."""
         q, k, v = self.project_self(x)
+        if is_growing_cache(cache["k"], step):
+            keys = ops.concatenate([cache["k"], ops.cast(k, cache["k"].dtype)], axis=1)
+            values = ops.concatenate([cache["v"], ops.cast(v, cache["v"].dtype)], axis=1)
+            output, _ = self.attend(q, keys, values)
+            return output, {"k": keys, "v": values}
         step = ops.cast(step, "int32")
         start = (0, step, 0, 0)
         keys = ops.slice_update(cache["k"], start, ops.cast(k, cache["k"].dtype))
@@ -210,6 +222,20 @@ class MultiHeadAttention(keras.layers.Layer):
                       output_channels=self.output_channels, dropout=self.dropout,
                       self_attention=self.self_attention)
         return config
+
+
+def is_growing_cache(keys, step) -> bool:
+    """Whether a self-attention cache tensor [b, L, h, d] at decoding position ``step``
+    grows by one position a step rather than being preallocated: its static length is
+    unknown (a ``tf.while_loop`` variable whose shape invariant relaxed it, as
+    ``beam_search`` does for states of length 0), or it holds exactly ``step`` positions
+    (``initial_cache(b, 0)`` at step 0, then one more each step). A preallocated cache
+    holds L > ``step`` positions."""
+    length = keys.shape[1]
+    if length is None:
+        return True
+    static_step = tf.get_static_value(step)
+    return length == 0 or (static_step is not None and length == int(static_step))
 
 
 def to_keras_mha_kernels(layer: MultiHeadAttention) -> Dict[str, np.ndarray]:

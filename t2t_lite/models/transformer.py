@@ -13,7 +13,8 @@ API (d = hidden_size, h heads, V vocabulary, L = max_decode_length):
 * ``encode(inputs, training=False)`` -> (memory [b, s, d], memory_mask bool [b, s]).
 * ``initial_decode_cache(memory, memory_mask, L)`` -> nested dict, every tensor with
   leading dim b: {"decoder": {"layer_i": {"self_k" [b, L, h, d_k], "self_v" [b, L, h, d_v],
-  "encdec_k" [b, s, h, d_k], "encdec_v" [b, s, h, d_v]}}, "memory_mask" [b, s]}.
+  "encdec_k" [b, s, h, d_k], "encdec_v" [b, s, h, d_v]}}, "memory_mask" [b, s]};
+  L = 0 gives self-attention caches that grow by one position per step.
 * ``decode_step(ids [b], step, cache)`` -> (float32 logits [b, V], new cache); ``ids``
   is the decoder input at position ``step`` (0, the start symbol, at step 0). Usable in
   ``tf.while_loop`` under ``tf.function(jit_compile=True)``.
@@ -131,7 +132,11 @@ class Transformer(keras.Model):
 
     # Incremental decoding --------------------------------------------------------
     def initial_decode_cache(self, memory, memory_mask, max_decode_length: int) -> Dict:
-        """Preallocated cache for ``decode_step``; every tensor has leading dim b."""
+        """The cache for ``decode_step``; every tensor has leading dim b.
+
+        ``max_decode_length`` L > 0 preallocates L self-attention positions per layer
+        (fixed shapes, for XLA); 0 starts empty self-attention caches that grow by one
+        position per step (cheaper without XLA: ``MultiHeadAttention.initial_cache``)."""
         max_decode_length = int(max_decode_length)
         if self.hparams.pos == "emb" and max_decode_length > self.hparams.max_length:
             raise ValueError(f"max_decode_length {max_decode_length} exceeds the learned "
