@@ -282,7 +282,10 @@ def make_decode(args, hparams):
 
     def search(inputs):
         memory, memory_mask = model.encode(inputs, training=False)
-        cache = model.initial_decode_cache(memory, memory_mask, target_length)
+        # As the Translator does: XLA needs the preallocated cache; without XLA the
+        # self-attention cache grows one position per step.
+        cache = model.initial_decode_cache(memory, memory_mask,
+                                           target_length if args.jit_compile else 0)
         if args.memory_per_sentence:
             # Encoder-decoder keys/values stay [b, s, ...]: neither tiled nor reordered.
             cache, constants = model.split_memory_cache(cache)
