@@ -10,7 +10,8 @@ Times, each as its own XLA-compiled function on random data of the shapes one st
 * ``top_k``: the 2 * beam_size best of [batch, beam_size * V] (beam_search's candidates);
 * ``cache reorder``: gathering every layer's self-attention keys and values
   ([rows, cache_length, h, d_k]) by the surviving hypotheses' origins, as beam search
-  does each step.
+  does each step. ``cache_length`` is the whole buffer for the preallocated cache (XLA),
+  or the positions decoded so far for the growing cache used without XLA.
 Run ``scripts/benchmark.py decode`` with the same shapes for the whole search's step time.
 """
 from __future__ import annotations
@@ -47,7 +48,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--beam_size", type=int, default=4)
     parser.add_argument("--cache_length", type=int, default=74,
-                        help="decode buffer length T (source bucket + extra_length)")
+                        help="self-attention cache length: the preallocated buffer T "
+                             "(source bucket + extra_length) or, growing, the step")
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args(argv)
 

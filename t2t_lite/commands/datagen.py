@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import user_error_types
+from t2t_lite.commands.common import run_reporting_errors
 from t2t_lite.data.datagen import DatagenSummary, generate
 from t2t_lite.registry import PROBLEMS
 
@@ -33,17 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    return run_reporting_errors(lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Generates the data for parsed flags and prints the summary; user errors raise."""
     tmp_dir = args.tmp_dir or f"{args.data_dir}/raw"
-    try:
-        if args.problem not in PROBLEMS:
-            PROBLEMS.get(args.problem)  # raises with the registered names
-        summary: DatagenSummary = generate(args.problem, args.data_dir, tmp_dir,
-                                           download=not args.no_download)
-    except user_error_types() as error:
-        print(f"t2t-lite-datagen: error: {error}", file=sys.stderr)
-        return 2
+    if args.problem not in PROBLEMS:
+        PROBLEMS.get(args.problem)  # raises with the registered names
+    summary: DatagenSummary = generate(args.problem, args.data_dir, tmp_dir,
+                                       download=not args.no_download)
     print(summary.format())
-    return 0
 
 
 if __name__ == "__main__":

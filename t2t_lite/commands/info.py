@@ -14,6 +14,7 @@ import sys
 from typing import List, Optional
 
 from t2t_lite import registry
+from t2t_lite.commands.common import run_reporting_errors
 from t2t_lite.errors import UserError
 
 
@@ -43,14 +44,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.registry_help:
         print(registry.registry_help())
         return 0
-    try:
-        if args.vocab_size < 2:
-            raise UserError(f"--vocab_size must be >= 2, got {args.vocab_size}")
-        hparams = registry.hparams(args.hparams_set, args.hparams)
-        registry.MODELS.get(args.model)
-    except UserError as error:
-        print(f"t2t-lite-info: error: {error}", file=sys.stderr)
-        return 2
+    return run_reporting_errors(lambda: show(args))
+
+
+def show(args: argparse.Namespace) -> None:
+    """Prints the resolved hparams and the parameter counts; user errors raise."""
+    if args.vocab_size < 2:
+        raise UserError(f"--vocab_size must be >= 2, got {args.vocab_size}")
+    hparams = registry.hparams(args.hparams_set, args.hparams)
+    registry.MODELS.get(args.model)
     from t2t_lite.models.parameters import build_shapes_only, parameter_counts
     model = build_shapes_only(hparams, args.vocab_size, args.model)
     counts = parameter_counts(model)
@@ -58,7 +60,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"model: {args.model}  hparams_set: {args.hparams_set}  vocab_size: {args.vocab_size}")
     print(format_counts(counts))
     print(f"total_params: {counts['total']}")
-    return 0
 
 
 if __name__ == "__main__":
