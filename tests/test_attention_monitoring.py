@@ -183,3 +183,22 @@ def test_decoder_attention_dir(tmp_path, capsys):
     causal = np.array(sentence["weights"]["decoder_self"])
     assert np.all(causal[:, :, np.triu(np.ones(causal.shape[2:], bool), k=1)] == 0)
     assert "<script>" in page and "src=" not in page  # self-contained
+
+
+def test_a_dev_split_without_usable_probes_writes_no_summaries_instead_of_crashing(
+        tmp_path, capsys):
+    """Every dev source blank: no probe qualifies, so the monitor warns once and writes
+    nothing (it used to index records[0] of an empty list)."""
+    data = tmp_path / "data"
+    shutil.copytree(run_dir_helpers.data_dir(), data)
+    source = data / f"{run_dir_helpers.PROBLEM}-dev.source.txt"
+    lines = source.read_text(encoding="utf-8").count("\n")
+    source.write_text("\n" * lines, encoding="utf-8")
+    run = run_dir_helpers.copy_run_dir(tmp_path / "run")
+    _, problem, model, vocabulary = load_trained_model(run)
+    monitor = AttentionMonitor(model, problem, vocabulary, str(data), str(run / LOG_SUBDIR),
+                               config=CONFIG)
+    assert monitor.write(STEP) == [] and monitor.write(STEP + 1) == []
+    monitor.close()
+    assert capsys.readouterr().err.count("warning: no attention summaries") == 1
+    assert not (run / LOG_SUBDIR).exists()

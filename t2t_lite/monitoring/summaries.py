@@ -17,6 +17,7 @@ attention passes over a few short sentences, plus matplotlib rendering.
 from __future__ import annotations
 
 import os
+import sys
 from typing import List, Optional
 
 import tensorflow as tf
@@ -113,7 +114,14 @@ class AttentionMonitor:
         return [record for pair in zip(reference, translated) for record in pair]
 
     def write(self, step: int) -> List[AttentionRecord]:
-        """Computes and writes every summary for ``step``; returns the records drawn."""
+        """Computes and writes every summary for ``step``; returns the records drawn
+        (none, with one warning, when no dev sentence can serve as a probe)."""
+        if not self.probes:
+            if self._last_step is None:
+                print("warning: no attention summaries: the dev split has no non-blank "
+                      "source sentence to probe with", file=sys.stderr, flush=True)
+            self._last_step = step
+            return []
         records = self.records()
         if self._writer is None:
             os.makedirs(self.log_dir, exist_ok=True)
