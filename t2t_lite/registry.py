@@ -38,14 +38,18 @@ class Registry(Generic[T]):
         self._entries: Dict[str, T] = {}
 
     def register(self, name: Optional[str] = None) -> Callable[[T], T]:
-        """Decorator: registers the object under ``name`` (default: its ``__name__``)."""
+        """Decorator: registers the object under ``name`` (default: its ``__name__``) and
+        records the name on it as ``registered_name`` (its first name, if registered
+        under several)."""
 
         def decorator(obj: T) -> T:
-            key = name or getattr(obj, "registered_name", None) or obj.__name__
+            key = name or obj.__name__
             if key in self._entries and self._entries[key] is not obj:
                 raise ValueError(f"{self.kind} {key!r} is already registered "
                                  f"(by {self._entries[key]!r})")
             self._entries[key] = obj
+            if "registered_name" not in vars(obj):
+                obj.registered_name = key
             return obj
 
         return decorator

@@ -107,3 +107,16 @@ def test_multi30k_test_set_detokenizes_to_the_raw_text(multi30k_generated):
         # SentencePiece allows is leading whitespace, which no test line has.
         assert all(a.lstrip() == b for a, b in differing)
         assert len(differing) <= 0.01 * len(texts)
+
+
+def test_a_problem_knows_the_name_it_was_registered_under():
+    """The name is recorded at registration; a subclass does not inherit its parent's."""
+    from t2t_lite.registry import Registry
+
+    parent = get_problem("translate_ende_numbers")
+    registry = Registry("problem")
+    child = registry.register("my_numbers")(type("MyNumbers", (type(parent),), {}))
+    assert parent.name == "translate_ende_numbers" and child().name == "my_numbers"
+    unregistered = type("Unregistered", (type(parent),), {})
+    with pytest.raises(LookupError, match="Unregistered is not registered"):
+        unregistered().name

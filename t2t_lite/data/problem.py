@@ -61,10 +61,10 @@ class Problem:
 
     @property
     def name(self) -> str:
-        """The registered name of this problem's class."""
-        for name in PROBLEMS.names():
-            if PROBLEMS.get(name) is type(self):
-                return name
+        """The name this problem's class was registered under."""
+        name = vars(type(self)).get("registered_name")
+        if name is not None:
+            return name
         raise LookupError(f"{type(self).__name__} is not registered; decorate it with "
                           f"@register_problem('name') in a module listed in problems/__init__.py")
 

@@ -23,10 +23,14 @@ value_dim=d_v, use_bias=False)`` by a split and a reshape (``to_keras_mha_kernel
 
 with K = key_channels.
 
-Incremental decoding: ``self_attention_step`` writes the new key and value at position
-``step`` of a preallocated cache [b, L, h, d] with ``keras.ops.slice_update`` (an XLA
-dynamic-update-slice) and attends over positions <= step; ``memory_attention`` attends
-with keys and values computed once by ``project_memory``.
+Incremental decoding: ``self_attention_step`` takes one of two caches. A preallocated
+cache [b, L, h, d] (used under XLA, which needs static shapes) gets the new key and value
+written at position ``step`` with ``keras.ops.slice_update`` (an XLA
+dynamic-update-slice), and attention is masked to positions <= step. A growing cache
+[b, step, h, d] (the default without XLA; length 0 at step 0) gets them appended, so
+writes, attention and beam reorders cost only the positions decoded so far.
+``memory_attention`` attends with encoder keys and values computed once by
+``project_memory``.
 """
 from __future__ import annotations
 
