@@ -1,11 +1,15 @@
-"""EVALB (COLLINS.prm) bracketing scores on hand-worked cases and gold-vs-gold."""
+"""EVALB (COLLINS.prm) bracketing scores: hand-worked cases, gold-vs-gold, and EVALB's
+own reports on the reference pairs of ../shared/data/evalb_reference."""
+import gzip
+import re
 from functools import lru_cache
 
 import pytest
 
-from t2t_lite.parsing import (EvalbError, Tree, evaluate, evaluate_sentence, linearize,
+from t2t_lite.parsing import (EvalbError, EvalbResult, Tree, evaluate, evaluate_sentence, linearize,
                               read_mrg_files, repair)
-from t2t_lite.parsing.evalb import evalb_label, sentence_brackets
+from t2t_lite.parsing.evalb import (evalb_label, score_sentence, score_sentences,
+                                    sentence_brackets, with_gold_tags)
 
 T = Tree.from_string
 
@@ -85,12 +89,52 @@ def test_punctuation_is_ignored_using_gold_tags():
         (1, 3, 2)
 
 
-def test_root_is_excluded():
+def test_only_a_top_root_is_deleted():
+    # EVALB (COLLINS.prm) deletes brackets labeled TOP only: an unlabeled root or ROOT
+    # is one more bracket (over the whole sentence).
     inner = "(S (NP (NN Rain)) (VP (VBD fell)))"
-    for root in ("TOP", "ROOT", ""):
-        wrapped = f"({root} {inner})" if root else f"( {inner})"
-        assert counts(wrapped, inner) == (3, 3, 3)
-        assert counts(inner, wrapped) == (3, 3, 3)
+    assert counts(f"(TOP {inner})", inner) == (3, 3, 3)
+    assert counts(inner, f"(TOP {inner})") == (3, 3, 3)
+    for wrapped in (f"(ROOT {inner})", f"( {inner})"):
+        assert counts(wrapped, inner) == (3, 4, 3)
+        assert counts(inner, wrapped) == (3, 3, 4)
+        assert counts(wrapped, wrapped) == (4, 4, 4)
+    # an internal TOP bracket is deleted too; an internal ROOT is scored
+    assert counts(inner, "(S (TOP (XX Rain)) (VP (XX fell)))") == (2, 3, 2)
+    assert counts(inner, "(S (ROOT (XX Rain)) (VP (XX fell)))") == (2, 3, 3)
+
+
+def test_labels_are_cut_at_dash_and_equals_but_not_at_bar():
+    assert evalb_label("ADVP|PRT") == "ADVP|PRT"
+    assert evalb_label("-LRB-") == ""
+    gold = "(S (NP (PRP He)) (VP (VBD gave) (ADVP|PRT (RP up))))"
+    assert counts(gold, "(S (NP (XX He)) (VP (XX gave) (ADVP (XX up))))") == (3, 4, 4)
+    assert counts(gold, gold) == (4, 4, 4)
+
+
+def test_own_tags_decide_deletion_and_words_compare_after_it():
+    gold = T("(S (NP (NNP John)) (VP (VBD left)) (. .))")
+    # one extra or different punctuation word is scored, not rejected
+    extra = T("(S (NP (NNP John)) (VP (VBD left)) (. .) (. .))")
+    other = T("(S (NP (NNP John)) (VP (VBD left)) (. !))")
+    for test in (extra, other):
+        result = evaluate([gold], [test], tags="own")
+        assert (result.f1, result.error_sentences) == (100.0, 0)
+    # dummy tags delete nothing: EVALB rejects the sentence (one word more) ...
+    dummy = T("(S (NP (XX John)) (VP (XX left)) (XX .))")
+    score = score_sentence(gold, dummy, 7, tags="own")
+    assert (score.status, score.message) == (1, "Length unmatch (2|3)")
+    with pytest.raises(EvalbError, match="sentence 7: gold has 2 words, test has 3"):
+        evaluate_sentence(gold, dummy, 7, tags="own")
+    counted = evaluate([gold, gold], [dummy, gold], tags="own", errors="count")
+    assert (counted.sentences, counted.error_sentences, counted.f1) == (1, 1, 100.0)
+    # ... unless the gold tags are put back on the test words (the default)
+    assert evaluate([gold], [dummy]).f1 == 100.0
+    assert with_gold_tags(dummy, gold) == T("(S (NP (NNP John)) (VP (VBD left)) (. .))")
+    # a test line with no word left, or an empty one (None), is skipped
+    only_punct = T("(S (. John) (. left) (. .))")
+    assert score_sentence(gold, only_punct, tags="own").status == 2
+    assert score_sentence(gold, None).status == 2
 
 
 def test_exact_match_and_len40():
@@ -121,7 +165,7 @@ def test_word_count_or_word_mismatch_names_the_sentence():
     gold = [T("(S (NN a))"), T("(S (NN a) (NN b))")]
     with pytest.raises(EvalbError, match="sentence 2: gold has 2 words, test has 1"):
         evaluate(gold, [T("(S (XX a))"), T("(S (XX a))")])
-    with pytest.raises(EvalbError, match="sentence 2: word 2 differs"):
+    with pytest.raises(EvalbError, match="sentence 2: word 2 differs .*Words unmatch"):
         evaluate(gold, [T("(S (XX a))"), T("(S (XX a) (XX c))")])
     assert evaluate(gold, [T("(S (XX a))"), T("(S (XX a) (XX c))")],
                     check_words=False).f1 == 100.0
@@ -144,3 +188,96 @@ def test_repaired_linearised_gold_scores_100_with_dummy_tags(ptb_sample_dir):
     test = [repair(linearize(tree), tree.words())[0] for tree in trees]
     assert all(set(t.pos_tags()) == {"XX"} for t in test)
     assert evaluate(trees, test).f1 == 100.0
+
+
+# EVALB's own reports on the pairs of ../shared/data/evalb_reference ---------------------
+EVALB_LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([012])\s+[\d.]+\s+[\d.]+\s+(\d+)\s+(\d+)"
+                        r"\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+[\d.]+\s*$")
+SUMMARY_FIELDS = {"Number of Error sentence": "error_sentences",
+                  "Number of Skip  sentence": "skipped_sentences",
+                  "Number of Valid sentence": "sentences",
+                  "Bracketing Recall": "recall", "Bracketing Precision": "precision",
+                  "Bracketing FMeasure": "f1", "Complete match": "exact_match"}
+
+
+def read_lines(path):
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def evalb_report(path):
+    """EVALB's per-sentence rows (id, len, status, matched, gold, test, crossing, words,
+    correct tags) and its two summaries ({field: value} for All and len<=40)."""
+    rows, summaries = [], []
+    for line in read_lines(path):
+        match = EVALB_LINE.match(line)
+        if match:
+            rows.append(tuple(int(x) for x in match.groups()))
+        elif line.startswith("-- "):
+            summaries.append({})
+        elif summaries and "=" in line:
+            key, value = (part.strip() for part in line.split("=", 1))
+            if key in SUMMARY_FIELDS:
+                summaries[-1][SUMMARY_FIELDS[key]] = float(value)
+    return rows, summaries
+
+
+def project_rows(scores):
+    return [(s.number, s.length, s.status, s.counts.matched_brackets, s.counts.gold_brackets,
+             s.counts.test_brackets, s.counts.crossing_brackets, s.counts.words,
+             s.counts.correct_tags) for s in scores]
+
+
+def assert_summaries_agree(result, summaries):
+    every, len40 = summaries
+    for field, value in every.items():
+        assert round(getattr(result, field), 2) == value, field
+    for field, value in len40.items():
+        name = field + "_len40" if hasattr(result, field + "_len40") else None
+        if name:
+            assert round(getattr(result, name), 2) == value, name
+
+
+@pytest.fixture
+def evalb_reference_dir():
+    from conftest import shared_data_dir
+    return shared_data_dir("evalb_reference")
+
+
+def reference_pairs(directory, stem):
+    suffix = ".txt.gz" if stem == "fuzz" else ".txt"
+    gold = [T(line) for line in read_lines(directory / f"{stem}.gold{suffix}")]
+    test = [T(line) for line in read_lines(directory / f"{stem}.test{suffix}")]
+    return gold, test
+
+
+def test_hand_made_cases_match_evalb_exactly(evalb_reference_dir):
+    gold, test = reference_pairs(evalb_reference_dir, "cases")
+    assert len(gold) == len(test) == 42
+    rows, summaries = evalb_report(evalb_reference_dir / "cases.evalb")
+    scores = score_sentences(gold, test, tags="own")
+    assert project_rows(scores) == rows
+    # EVALB's error lines ("19 : Length unmatch (10|9)"), word for word
+    expected = read_lines(evalb_reference_dir / "cases.evalb.stderr")
+    assert [f"{s.number} : {s.message}" for s in scores if s.status == 1] == expected
+    result = evaluate(gold, test, tags="own", errors="count")
+    assert (result.error_sentences, result.skipped_sentences, result.sentences) == (6, 2, 34)
+    assert_summaries_agree(result, summaries)
+    with pytest.raises(EvalbError, match="sentence 19: gold has 10 words, test has 9"):
+        evaluate(gold, test, tags="own")
+
+
+@pytest.mark.slow
+def test_edited_sample_trees_match_evalb_exactly(evalb_reference_dir):
+    gold, test = reference_pairs(evalb_reference_dir, "fuzz")
+    assert len(gold) == len(test) == 3669
+    rows, summaries = evalb_report(evalb_reference_dir / "fuzz.evalb.gz")
+    scores = score_sentences(gold, test, tags="own")
+    assert project_rows(scores) == rows
+    result = EvalbResult.from_scores(scores)
+    assert_summaries_agree(result, summaries)
+    assert (round(result.f1, 2), round(result.f1_len40, 2)) == (94.05, 93.56)
+    # the test trees carry real tags: putting the gold ones back changes nothing here
+    # except where an edit moved punctuation words, and never the sentence count
+    assert evaluate(gold, test, errors="count").sentences == 3669
