@@ -150,6 +150,8 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
             summaries[split] = previous
         else:
             summaries[split] = _write_split(problem, vocab, data_dir, tmp_dir, split)
+        if split != "train":
+            problem.write_eval_references(data_dir, tmp_dir, split, summaries[split].reused)
     return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
                           vocab_reused, summaries, skipped)
 
