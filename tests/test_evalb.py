@@ -2,12 +2,14 @@
 own reports on the reference pairs of ../shared/data/evalb_reference."""
 import gzip
 import re
+import subprocess
 from functools import lru_cache
 
 import pytest
 
-from t2t_lite.parsing import (EvalbError, EvalbResult, Tree, evaluate, evaluate_sentence, linearize,
-                              read_mrg_files, repair)
+from t2t_lite.parsing import (EvalbError, EvalbResult, Tree, evaluate, evaluate_sentence,
+                              linearize, read_gold_trees, read_mrg_files, repair,
+                              write_evalb_files)
 from t2t_lite.parsing.evalb import (evalb_label, score_sentence, score_sentences,
                                     sentence_brackets, with_gold_tags)
 
@@ -281,3 +283,128 @@ def test_edited_sample_trees_match_evalb_exactly(evalb_reference_dir):
     # the test trees carry real tags: putting the gold ones back changes nothing here
     # except where an edit moved punctuation words, and never the sentence count
     assert evaluate(gold, test, errors="count").sentences == 3669
+
+
+# EVALB itself (compiled from ../shared/tools/EVALB) on a trained model's outputs ----------
+def compile_evalb(directory):
+    """EVALB compiled from the shared source into ``directory``: (binary, COLLINS.prm)."""
+    import shutil
+    from conftest import REQUIRE_SHARED_DATA, SHARED_DATA
+    source = SHARED_DATA.parent / "tools" / "EVALB"
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is absent: cannot compile EVALB")
+    if not (source / "evalb.c").is_file():
+        message = f"EVALB's source {source}/evalb.c is absent"
+        if REQUIRE_SHARED_DATA:
+            pytest.fail(message)
+        pytest.skip(message)
+    binary = directory / "evalb"
+    subprocess.run(["gcc", "-O2", "-w", "-o", str(binary), str(source / "evalb.c")], check=True)
+    return binary, source / "COLLINS.prm"
+
+
+def printed_scores(text, separator):
+    """``{name: value}`` from ``name = value`` (decoder) or ``name=value`` (trainer) text."""
+    pairs = re.findall(rf"(parse_\w+){separator}([\d.]+)", text)
+    return {name: float(value) for name, value in pairs}
+
+
+SENTENCES = 30  # decoded dev sentences: an untrained model's outputs run long
+
+
+@pytest.mark.slow
+def test_evalb_itself_agrees_with_decoder_and_trainer_on_a_trained_model(
+        tmp_path, ptb_sample_dir, capsys):
+    from t2t_lite.commands import datagen, decoder, trainer
+    from t2t_lite.commands import evalb as evalb_command
+    from t2t_lite.parsing.evalb_files import read_gold_trees, read_test_trees
+    binary, params = compile_evalb(tmp_path)
+    problem, data, run = "parsing_english_ptb_sample", tmp_path / "data", tmp_path / "run"
+    assert datagen.main([f"--problem={problem}", f"--data_dir={data}",
+                         f"--tmp_dir={ptb_sample_dir}", "--no_download"]) == 0
+    # a few hundred steps: outputs with structure, far from perfect (real repairs, misses)
+    assert trainer.main([f"--problem={problem}", "--hparams_set=transformer_parsing_tiny",
+                         f"--data_dir={data}", f"--output_dir={run}", "--train_steps=300",
+                         "--local_eval_frequency=0", f"--eval_bleu_sentences={SENTENCES}",
+                         "--log_step_count_steps=100"]) == 0
+    trained = printed_scores(capsys.readouterr().out.split("[eval]")[-1], "=")
+    # the first dev sentences, as the trainer's evaluation decodes them
+    gold, sources, parsed = (tmp_path / name for name in ("dev.gold.txt", "dev.txt", "dev.parsed"))
+    for name, path in ((f"{problem}-dev.gold.txt", gold), (f"{problem}-dev.source.txt", sources)):
+        lines = (data / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        path.write_text("".join(lines[:SENTENCES]), encoding="utf-8")
+    assert decoder.main([f"--output_dir={run}", f"--decode_from_file={sources}",
+                         f"--decode_to_file={parsed}",
+                         f"--decode_reference={gold}", "--decode_hparams=beam_size=1"]) == 0
+    decoded = printed_scores(capsys.readouterr().out, " = ")
+    evalb_gold, evalb_test = tmp_path / "dev.evalb.gold", tmp_path / "dev.evalb.test"
+    assert evalb_command.main([f"--reference={gold}", f"--parsed={parsed}",
+                               f"--write_gold={evalb_gold}", f"--write_test={evalb_test}"]) == 0
+    ours = capsys.readouterr().out
+    report = tmp_path / "dev.evalb"
+    with open(report, "w") as out:
+        subprocess.run([str(binary), "-p", str(params), "-e", "1000", str(evalb_gold),
+                        str(evalb_test)], stdout=out, check=True)
+    rows, (every, len40) = evalb_report(report)
+    # EVALB's line for every sentence, and its summary, from the project's scorer
+    gold_trees = read_gold_trees(evalb_gold)
+    test_trees = read_test_trees(evalb_test)
+    assert project_rows(score_sentences(gold_trees, test_trees, tags="own")) == rows
+    assert len(rows) == SENTENCES and every["error_sentences"] == 0
+    assert 0 < every["f1"] < 100
+    # the decoder's parse_f1 (gold .gold.txt from datagen) is EVALB's
+    assert round(decoded["parse_f1"], 2) == every["f1"]
+    assert round(decoded["parse_recall"], 2) == every["recall"]
+    assert round(decoded["parse_precision"], 2) == every["precision"]
+    assert round(decoded["parse_exact_match"], 2) == every["exact_match"]
+    assert f"Bracketing FMeasure       = {every['f1']:6.2f}" in ours
+    assert f"Bracketing FMeasure       = {len40['f1']:6.2f}" in ours
+    # the trainer's evaluation decoded the same dev sentences greedily
+    assert trained["parse_f1"] == pytest.approx(decoded["parse_f1"], rel=1e-3)
+    print(f"\nEVALB on {SENTENCES} dev parses after 300 steps: F1 {every['f1']}, "
+          f"decoder {decoded['parse_f1']:.4f}, trainer {trained['parse_f1']}")
+
+
+def test_evalb_files_put_gold_tags_and_top_roots(tmp_path):
+    from t2t_lite.parsing.evalb_files import evalb_gold_tree, read_test_trees
+    gold = [T("( (S (NP-SBJ (-NONE- *) (NNP John)) (VP (VBD left)) (. .)) )"),
+            T("(ROOT (S (NN Hi)))"), T("(S (NN Bye))")]
+    test = [T("(S (NP (XX John)) (VP (XX left) (XX .)))"), None, T("(S (XX Bye))")]
+    write_evalb_files(gold, test, tmp_path / "g", tmp_path / "t")
+    assert (tmp_path / "g").read_text().splitlines() == [
+        "(TOP (S (NP-SBJ (-NONE- *) (NNP John)) (VP (VBD left)) (. .)))",
+        "(TOP (S (NN Hi)))", "(TOP (S (NN Bye)))"]
+    assert (tmp_path / "t").read_text().splitlines() == [
+        "(TOP (S (NP (NNP John)) (VP (VBD left) (. .))))", "", "(TOP (S (NN Bye)))"]
+    assert read_gold_trees(tmp_path / "g") == [evalb_gold_tree(g) for g in gold]
+    written = read_test_trees(tmp_path / "t")
+    assert written[1] is None
+    # scoring the written files as EVALB does = scoring the decoded trees with gold tags
+    own = evaluate(read_gold_trees(tmp_path / "g"), written, tags="own")
+    assert own == evaluate([evalb_gold_tree(g) for g in gold], test)
+    assert (own.sentences, own.skipped_sentences, own.f1) == (2, 1, 100.0)
+
+
+def test_evalb_command_scores_and_writes_files(tmp_path, capsys):
+    from t2t_lite.commands import evalb as evalb_command
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("( (S (NP-SBJ (NNP John))\n    (VP (VBD left)) (. .)) )\n"
+                    "( (S (NP (NN Rain)) (VP (VBD fell)) (. .)) )\n")
+    parsed = tmp_path / "parsed.txt"
+    parsed.write_text("(S (NP (XX John)) (VP (XX left) (XX .)))\n"
+                      "(S (NP (XX Rain)) (VP (XX fell)) (XX !) (XX .))\n")
+    args = [f"--reference={gold}", f"--parsed={parsed}"]
+    assert evalb_command.main(args + [f"--write_gold={tmp_path / 'g'}",
+                                      f"--write_test={tmp_path / 't'}"]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == "2 : Length unmatch (2|4)"  # the gold tags do not fit line 2
+    assert "Number of Error sentence  =      1" in out
+    assert "Bracketing FMeasure       = 100.00" in out
+    assert (tmp_path / "t").read_text().splitlines()[0] == \
+        "(TOP (S (NP (NNP John)) (VP (VBD left) (. .))))"
+    # misaligned files and half the file flags are one-line errors
+    parsed.write_text("(S (XX John))\n")
+    assert evalb_command.main(args) == 2
+    assert "holds 2 trees but --parsed" in capsys.readouterr().err
+    assert evalb_command.main(args + [f"--write_gold={tmp_path / 'g'}"]) == 2
+    assert "go together" in capsys.readouterr().err

@@ -49,15 +49,15 @@ def run(args: argparse.Namespace) -> None:
                                               read_gold_trees, read_test_trees,
                                               write_evalb_files)
 
+    if bool(args.write_gold) != bool(args.write_test):
+        raise UserError("--write_gold and --write_test go together (EVALB reads both)")
     gold = read_gold_trees(args.reference)
     parsed = read_test_trees(args.parsed)
     if len(gold) != len(parsed):
         raise UserError(f"--reference={args.reference} holds {len(gold)} trees but "
                         f"--parsed={args.parsed} has {len(parsed)} lines; they must align "
                         f"line by line")
-    if args.write_gold or args.write_test:
-        if not (args.write_gold and args.write_test):
-            raise UserError("--write_gold and --write_test go together (EVALB reads both)")
+    if args.write_gold:
         write_evalb_files(gold, parsed, args.write_gold, args.write_test)
     gold_lines = [evalb_gold_tree(tree) for tree in gold]
     test_lines = [None if tree is None else evalb_test_tree(tree, g)
