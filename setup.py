@@ -12,6 +12,7 @@ COMMANDS = {
     "t2t-lite-decoder": "t2t_lite.commands.decoder:main",
     "t2t-lite-avg-checkpoints": "t2t_lite.commands.avg_checkpoints:main",
     "t2t-lite-exporter": "t2t_lite.commands.exporter:main",
+    "t2t-lite-evalb": "t2t_lite.commands.evalb:main",
 }
 
 setup(

@@ -14,8 +14,10 @@ The shared vocabulary is SentencePiece BPE in which every bracket token of the t
 targets (``(NP``, ``)NP``, ...) and the placeholder ``XX`` is a user-defined symbol, so a
 target is exactly one id per linearised token and ``detokenize(tokenize(target)) ==
 target``. Decoded outputs are repaired into a bracketed tree over the input words
-(``postprocess_decode``); gold ``.mrg`` files are read as linearised references
-(``read_references``).
+(``postprocess_decode``). Scores are EVALB's (``COLLINS.prm``) against gold trees with their
+POS tags: ``--decode_reference`` reads ``.mrg`` files or one-tree-a-line files
+(``read_references``), and datagen writes each dev/test split's gold trees to
+``<problem>-<split>.gold.txt`` for the trainer's evaluation (``eval_references``).
 """
 from __future__ import annotations
 
@@ -27,12 +29,15 @@ from typing import ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple, Un
 
 import sentencepiece as spm
 
-from t2t_lite.data.problem import Problem, VocabSpec
+from t2t_lite.data.problem import Problem, VocabSpec, eval_text
 from t2t_lite.data.raw import RawDataError, TextPair
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, UNK_ID, SentencePieceVocab
-from t2t_lite.parsing.linearize import PLACEHOLDER, RepairReport, linearize, repair
+from t2t_lite.errors import UserError
+from t2t_lite.parsing.evalb_files import GOLD_SUFFIX, evalb_gold_tree, read_gold_trees
+from t2t_lite.parsing.linearize import PLACEHOLDER, RepairReport, repair
 from t2t_lite.parsing.treebank import (WSJ_LAYOUT, find_wsj_files, format_numbers,
-                                       read_trees, tree_pairs)
+                                       read_tree_file, tree_pairs)
+from t2t_lite.parsing.trees import normalize
 from t2t_lite.registry import register_problem
 
 PARSING_DECODE_DEFAULTS = {"beam_size": 21, "alpha": 0.3, "extra_length": 300}
@@ -147,20 +152,47 @@ class ParsingProblem(Problem):
         return repair_to_bracketed(source, hypothesis)[0]
 
     def read_references(self, path) -> List[str]:
-        """Linearised gold trees, in order, from a ``.mrg`` file, a file of one bracketed
-        tree per line, or a folder of ``.mrg`` files (read in name order)."""
-        path = Path(path)
-        if path.is_dir():
-            paths = sorted(p for p in path.rglob("*.mrg") if p.is_file())
-            if not paths:
-                raise FileNotFoundError(f"{path} holds no .mrg file; pass a gold .mrg file "
-                                        f"or a folder of them to --decode_reference")
-        elif path.is_file():
-            paths = [path]
-        else:
-            raise FileNotFoundError(f"reference {path} does not exist; pass a gold .mrg file "
-                                    f"(e.g. WSJ section 23 concatenated) or a folder of them")
-        return [linearize(tree) for tree in read_trees(paths)]
+        """Gold trees for ``--decode_reference``, in order, one line each under a ``TOP``
+        root, as EVALB's gold file holds them (``evalb_files.read_gold_trees``): from a
+        ``.mrg`` file, a file of one bracketed tree per line (e.g. the
+        ``<problem>-test.gold.txt`` datagen writes), or a folder of ``.mrg`` files (read
+        in name order). Linearised trees are refused: scores need the gold POS tags."""
+        return [tree.to_string() for tree in read_gold_trees(path)]
+
+    def gold_path(self, data_dir: Union[str, Path], split: str) -> Path:
+        """Where datagen writes the gold trees of a dev/test split (EVALB's gold file)."""
+        return Path(data_dir) / f"{self.name}-{split}{GOLD_SUFFIX}"
+
+    def eval_references(self, data_dir: Union[str, Path], split: str) -> Tuple[str, ...]:
+        """The gold trees of ``split`` (``gold_path``), aligned with ``eval_text``."""
+        path = self.gold_path(data_dir, split)
+        if not path.is_file():
+            raise UserError(f"{path} does not exist: parse scores need the gold {split} trees "
+                            f"with their POS tags; re-run t2t-lite-datagen --problem={self.name} "
+                            f"--data_dir={data_dir} --tmp_dir=TREEBANK (it writes them)")
+        return tuple(path.read_text(encoding="utf-8").splitlines())
+
+    def write_eval_references(self, data_dir: Union[str, Path], tmp_dir: Union[str, Path],
+                              split: str, reused: bool) -> None:
+        """Writes ``gold_path``: every tree of the split that has words, as written with a
+        ``TOP`` root, in corpus order, so line i is the gold tree of the kept source line
+        i. Kept when the split was reused and the file exists."""
+        path = self.gold_path(data_dir, split)
+        if reused and path.is_file():
+            return
+        lines = []
+        for file in self.split_files(split, Path(tmp_dir)):
+            for tree, _ in read_tree_file(file, normalized=False):
+                if normalize(tree) is not None:
+                    lines.append(evalb_gold_tree(tree).to_string())
+        sources = eval_text(self, data_dir, split)[0]
+        if len(sources) != len(lines):
+            raise RawDataError(f"{split} of {self.name}: {len(lines)} gold trees in {tmp_dir} "
+                               f"but {len(sources)} kept sentences in {data_dir}; the tree "
+                               f"files changed since datagen: re-run it in an empty --data_dir")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        os.replace(tmp, path)
 
 
 class WsjSectionsProblem(ParsingProblem):

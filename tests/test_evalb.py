@@ -1,11 +1,17 @@
-"""EVALB (COLLINS.prm) bracketing scores on hand-worked cases and gold-vs-gold."""
+"""EVALB (COLLINS.prm) bracketing scores: hand-worked cases, gold-vs-gold, and EVALB's
+own reports on the reference pairs of ../shared/data/evalb_reference."""
+import gzip
+import re
+import subprocess
 from functools import lru_cache
 
 import pytest
 
-from t2t_lite.parsing import (EvalbError, Tree, evaluate, evaluate_sentence, linearize,
-                              read_mrg_files, repair)
-from t2t_lite.parsing.evalb import evalb_label, sentence_brackets
+from t2t_lite.parsing import (EvalbError, EvalbResult, Tree, evaluate, evaluate_sentence,
+                              linearize, read_gold_trees, read_mrg_files, repair,
+                              write_evalb_files)
+from t2t_lite.parsing.evalb import (evalb_label, score_sentence, score_sentences,
+                                    sentence_brackets, with_gold_tags)
 
 T = Tree.from_string
 
@@ -85,12 +91,52 @@ def test_punctuation_is_ignored_using_gold_tags():
         (1, 3, 2)
 
 
-def test_root_is_excluded():
+def test_only_a_top_root_is_deleted():
+    # EVALB (COLLINS.prm) deletes brackets labeled TOP only: an unlabeled root or ROOT
+    # is one more bracket (over the whole sentence).
     inner = "(S (NP (NN Rain)) (VP (VBD fell)))"
-    for root in ("TOP", "ROOT", ""):
-        wrapped = f"({root} {inner})" if root else f"( {inner})"
-        assert counts(wrapped, inner) == (3, 3, 3)
-        assert counts(inner, wrapped) == (3, 3, 3)
+    assert counts(f"(TOP {inner})", inner) == (3, 3, 3)
+    assert counts(inner, f"(TOP {inner})") == (3, 3, 3)
+    for wrapped in (f"(ROOT {inner})", f"( {inner})"):
+        assert counts(wrapped, inner) == (3, 4, 3)
+        assert counts(inner, wrapped) == (3, 3, 4)
+        assert counts(wrapped, wrapped) == (4, 4, 4)
+    # an internal TOP bracket is deleted too; an internal ROOT is scored
+    assert counts(inner, "(S (TOP (XX Rain)) (VP (XX fell)))") == (2, 3, 2)
+    assert counts(inner, "(S (ROOT (XX Rain)) (VP (XX fell)))") == (2, 3, 3)
+
+
+def test_labels_are_cut_at_dash_and_equals_but_not_at_bar():
+    assert evalb_label("ADVP|PRT") == "ADVP|PRT"
+    assert evalb_label("-LRB-") == ""
+    gold = "(S (NP (PRP He)) (VP (VBD gave) (ADVP|PRT (RP up))))"
+    assert counts(gold, "(S (NP (XX He)) (VP (XX gave) (ADVP (XX up))))") == (3, 4, 4)
+    assert counts(gold, gold) == (4, 4, 4)
+
+
+def test_own_tags_decide_deletion_and_words_compare_after_it():
+    gold = T("(S (NP (NNP John)) (VP (VBD left)) (. .))")
+    # one extra or different punctuation word is scored, not rejected
+    extra = T("(S (NP (NNP John)) (VP (VBD left)) (. .) (. .))")
+    other = T("(S (NP (NNP John)) (VP (VBD left)) (. !))")
+    for test in (extra, other):
+        result = evaluate([gold], [test], tags="own")
+        assert (result.f1, result.error_sentences) == (100.0, 0)
+    # dummy tags delete nothing: EVALB rejects the sentence (one word more) ...
+    dummy = T("(S (NP (XX John)) (VP (XX left)) (XX .))")
+    score = score_sentence(gold, dummy, 7, tags="own")
+    assert (score.status, score.message) == (1, "Length unmatch (2|3)")
+    with pytest.raises(EvalbError, match="sentence 7: gold has 2 words, test has 3"):
+        evaluate_sentence(gold, dummy, 7, tags="own")
+    counted = evaluate([gold, gold], [dummy, gold], tags="own", errors="count")
+    assert (counted.sentences, counted.error_sentences, counted.f1) == (1, 1, 100.0)
+    # ... unless the gold tags are put back on the test words (the default)
+    assert evaluate([gold], [dummy]).f1 == 100.0
+    assert with_gold_tags(dummy, gold) == T("(S (NP (NNP John)) (VP (VBD left)) (. .))")
+    # a test line with no word left, or an empty one (None), is skipped
+    only_punct = T("(S (. John) (. left) (. .))")
+    assert score_sentence(gold, only_punct, tags="own").status == 2
+    assert score_sentence(gold, None).status == 2
 
 
 def test_exact_match_and_len40():
@@ -121,7 +167,7 @@ def test_word_count_or_word_mismatch_names_the_sentence():
     gold = [T("(S (NN a))"), T("(S (NN a) (NN b))")]
     with pytest.raises(EvalbError, match="sentence 2: gold has 2 words, test has 1"):
         evaluate(gold, [T("(S (XX a))"), T("(S (XX a))")])
-    with pytest.raises(EvalbError, match="sentence 2: word 2 differs"):
+    with pytest.raises(EvalbError, match="sentence 2: word 2 differs .*Words unmatch"):
         evaluate(gold, [T("(S (XX a))"), T("(S (XX a) (XX c))")])
     assert evaluate(gold, [T("(S (XX a))"), T("(S (XX a) (XX c))")],
                     check_words=False).f1 == 100.0
@@ -144,3 +190,221 @@ def test_repaired_linearised_gold_scores_100_with_dummy_tags(ptb_sample_dir):
     test = [repair(linearize(tree), tree.words())[0] for tree in trees]
     assert all(set(t.pos_tags()) == {"XX"} for t in test)
     assert evaluate(trees, test).f1 == 100.0
+
+
+# EVALB's own reports on the pairs of ../shared/data/evalb_reference ---------------------
+EVALB_LINE = re.compile(r"^\s*(\d+)\s+(\d+)\s+([012])\s+[\d.]+\s+[\d.]+\s+(\d+)\s+(\d+)"
+                        r"\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+[\d.]+\s*$")
+SUMMARY_FIELDS = {"Number of Error sentence": "error_sentences",
+                  "Number of Skip  sentence": "skipped_sentences",
+                  "Number of Valid sentence": "sentences",
+                  "Bracketing Recall": "recall", "Bracketing Precision": "precision",
+                  "Bracketing FMeasure": "f1", "Complete match": "exact_match"}
+
+
+def read_lines(path):
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def evalb_report(path):
+    """EVALB's per-sentence rows (id, len, status, matched, gold, test, crossing, words,
+    correct tags) and its two summaries ({field: value} for All and len<=40)."""
+    rows, summaries = [], []
+    for line in read_lines(path):
+        match = EVALB_LINE.match(line)
+        if match:
+            rows.append(tuple(int(x) for x in match.groups()))
+        elif line.startswith("-- "):
+            summaries.append({})
+        elif summaries and "=" in line:
+            key, value = (part.strip() for part in line.split("=", 1))
+            if key in SUMMARY_FIELDS:
+                summaries[-1][SUMMARY_FIELDS[key]] = float(value)
+    return rows, summaries
+
+
+def project_rows(scores):
+    return [(s.number, s.length, s.status, s.counts.matched_brackets, s.counts.gold_brackets,
+             s.counts.test_brackets, s.counts.crossing_brackets, s.counts.words,
+             s.counts.correct_tags) for s in scores]
+
+
+def assert_summaries_agree(result, summaries):
+    every, len40 = summaries
+    for field, value in every.items():
+        assert round(getattr(result, field), 2) == value, field
+    for field, value in len40.items():
+        name = field + "_len40" if hasattr(result, field + "_len40") else None
+        if name:
+            assert round(getattr(result, name), 2) == value, name
+
+
+@pytest.fixture
+def evalb_reference_dir():
+    from conftest import shared_data_dir
+    return shared_data_dir("evalb_reference")
+
+
+def reference_pairs(directory, stem):
+    suffix = ".txt.gz" if stem == "fuzz" else ".txt"
+    gold = [T(line) for line in read_lines(directory / f"{stem}.gold{suffix}")]
+    test = [T(line) for line in read_lines(directory / f"{stem}.test{suffix}")]
+    return gold, test
+
+
+def test_hand_made_cases_match_evalb_exactly(evalb_reference_dir):
+    gold, test = reference_pairs(evalb_reference_dir, "cases")
+    assert len(gold) == len(test) == 42
+    rows, summaries = evalb_report(evalb_reference_dir / "cases.evalb")
+    scores = score_sentences(gold, test, tags="own")
+    assert project_rows(scores) == rows
+    # EVALB's error lines ("19 : Length unmatch (10|9)"), word for word
+    expected = read_lines(evalb_reference_dir / "cases.evalb.stderr")
+    assert [f"{s.number} : {s.message}" for s in scores if s.status == 1] == expected
+    result = evaluate(gold, test, tags="own", errors="count")
+    assert (result.error_sentences, result.skipped_sentences, result.sentences) == (6, 2, 34)
+    assert_summaries_agree(result, summaries)
+    with pytest.raises(EvalbError, match="sentence 19: gold has 10 words, test has 9"):
+        evaluate(gold, test, tags="own")
+
+
+@pytest.mark.slow
+def test_edited_sample_trees_match_evalb_exactly(evalb_reference_dir):
+    gold, test = reference_pairs(evalb_reference_dir, "fuzz")
+    assert len(gold) == len(test) == 3669
+    rows, summaries = evalb_report(evalb_reference_dir / "fuzz.evalb.gz")
+    scores = score_sentences(gold, test, tags="own")
+    assert project_rows(scores) == rows
+    result = EvalbResult.from_scores(scores)
+    assert_summaries_agree(result, summaries)
+    assert (round(result.f1, 2), round(result.f1_len40, 2)) == (94.05, 93.56)
+    # the test trees carry real tags: putting the gold ones back changes nothing here
+    # except where an edit moved punctuation words, and never the sentence count
+    assert evaluate(gold, test, errors="count").sentences == 3669
+
+
+# EVALB itself (compiled from ../shared/tools/EVALB) on a trained model's outputs ----------
+def compile_evalb(directory):
+    """EVALB compiled from the shared source into ``directory``: (binary, COLLINS.prm)."""
+    import shutil
+    from conftest import REQUIRE_SHARED_DATA, SHARED_DATA
+    source = SHARED_DATA.parent / "tools" / "EVALB"
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is absent: cannot compile EVALB")
+    if not (source / "evalb.c").is_file():
+        message = f"EVALB's source {source}/evalb.c is absent"
+        if REQUIRE_SHARED_DATA:
+            pytest.fail(message)
+        pytest.skip(message)
+    binary = directory / "evalb"
+    subprocess.run(["gcc", "-O2", "-w", "-o", str(binary), str(source / "evalb.c")], check=True)
+    return binary, source / "COLLINS.prm"
+
+
+def printed_scores(text, separator):
+    """``{name: value}`` from ``name = value`` (decoder) or ``name=value`` (trainer) text."""
+    pairs = re.findall(rf"(parse_\w+){separator}([\d.]+)", text)
+    return {name: float(value) for name, value in pairs}
+
+
+SENTENCES = 30  # decoded dev sentences: an untrained model's outputs run long
+
+
+@pytest.mark.slow
+def test_evalb_itself_agrees_with_decoder_and_trainer_on_a_trained_model(
+        tmp_path, ptb_sample_dir, capsys):
+    from t2t_lite.commands import datagen, decoder, trainer
+    from t2t_lite.commands import evalb as evalb_command
+    from t2t_lite.parsing.evalb_files import read_gold_trees, read_test_trees
+    binary, params = compile_evalb(tmp_path)
+    problem, data, run = "parsing_english_ptb_sample", tmp_path / "data", tmp_path / "run"
+    assert datagen.main([f"--problem={problem}", f"--data_dir={data}",
+                         f"--tmp_dir={ptb_sample_dir}", "--no_download"]) == 0
+    # a few hundred steps: outputs with structure, far from perfect (real repairs, misses)
+    assert trainer.main([f"--problem={problem}", "--hparams_set=transformer_parsing_tiny",
+                         f"--data_dir={data}", f"--output_dir={run}", "--train_steps=300",
+                         "--local_eval_frequency=0", f"--eval_bleu_sentences={SENTENCES}",
+                         "--log_step_count_steps=100"]) == 0
+    trained = printed_scores(capsys.readouterr().out.split("[eval]")[-1], "=")
+    # the first dev sentences, as the trainer's evaluation decodes them
+    gold, sources, parsed = (tmp_path / name for name in ("dev.gold.txt", "dev.txt", "dev.parsed"))
+    for name, path in ((f"{problem}-dev.gold.txt", gold), (f"{problem}-dev.source.txt", sources)):
+        lines = (data / name).read_text(encoding="utf-8").splitlines(keepends=True)
+        path.write_text("".join(lines[:SENTENCES]), encoding="utf-8")
+    assert decoder.main([f"--output_dir={run}", f"--decode_from_file={sources}",
+                         f"--decode_to_file={parsed}",
+                         f"--decode_reference={gold}", "--decode_hparams=beam_size=1"]) == 0
+    decoded = printed_scores(capsys.readouterr().out, " = ")
+    evalb_gold, evalb_test = tmp_path / "dev.evalb.gold", tmp_path / "dev.evalb.test"
+    assert evalb_command.main([f"--reference={gold}", f"--parsed={parsed}",
+                               f"--write_gold={evalb_gold}", f"--write_test={evalb_test}"]) == 0
+    ours = capsys.readouterr().out
+    report = tmp_path / "dev.evalb"
+    with open(report, "w") as out:
+        subprocess.run([str(binary), "-p", str(params), "-e", "1000", str(evalb_gold),
+                        str(evalb_test)], stdout=out, check=True)
+    rows, (every, len40) = evalb_report(report)
+    # EVALB's line for every sentence, and its summary, from the project's scorer
+    gold_trees = read_gold_trees(evalb_gold)
+    test_trees = read_test_trees(evalb_test)
+    assert project_rows(score_sentences(gold_trees, test_trees, tags="own")) == rows
+    assert len(rows) == SENTENCES and every["error_sentences"] == 0
+    assert 0 < every["f1"] < 100
+    # the decoder's parse_f1 (gold .gold.txt from datagen) is EVALB's
+    assert round(decoded["parse_f1"], 2) == every["f1"]
+    assert round(decoded["parse_recall"], 2) == every["recall"]
+    assert round(decoded["parse_precision"], 2) == every["precision"]
+    assert round(decoded["parse_exact_match"], 2) == every["exact_match"]
+    assert f"Bracketing FMeasure       = {every['f1']:6.2f}" in ours
+    assert f"Bracketing FMeasure       = {len40['f1']:6.2f}" in ours
+    # the trainer's evaluation decoded the same dev sentences greedily
+    assert trained["parse_f1"] == pytest.approx(decoded["parse_f1"], rel=1e-3)
+    print(f"\nEVALB on {SENTENCES} dev parses after 300 steps: F1 {every['f1']}, "
+          f"decoder {decoded['parse_f1']:.4f}, trainer {trained['parse_f1']}")
+
+
+def test_evalb_files_put_gold_tags_and_top_roots(tmp_path):
+    from t2t_lite.parsing.evalb_files import evalb_gold_tree, read_test_trees
+    gold = [T("( (S (NP-SBJ (-NONE- *) (NNP John)) (VP (VBD left)) (. .)) )"),
+            T("(ROOT (S (NN Hi)))"), T("(S (NN Bye))")]
+    test = [T("(S (NP (XX John)) (VP (XX left) (XX .)))"), None, T("(S (XX Bye))")]
+    write_evalb_files(gold, test, tmp_path / "g", tmp_path / "t")
+    assert (tmp_path / "g").read_text().splitlines() == [
+        "(TOP (S (NP-SBJ (-NONE- *) (NNP John)) (VP (VBD left)) (. .)))",
+        "(TOP (S (NN Hi)))", "(TOP (S (NN Bye)))"]
+    assert (tmp_path / "t").read_text().splitlines() == [
+        "(TOP (S (NP (NNP John)) (VP (VBD left) (. .))))", "", "(TOP (S (NN Bye)))"]
+    assert read_gold_trees(tmp_path / "g") == [evalb_gold_tree(g) for g in gold]
+    written = read_test_trees(tmp_path / "t")
+    assert written[1] is None
+    # scoring the written files as EVALB does = scoring the decoded trees with gold tags
+    own = evaluate(read_gold_trees(tmp_path / "g"), written, tags="own")
+    assert own == evaluate([evalb_gold_tree(g) for g in gold], test)
+    assert (own.sentences, own.skipped_sentences, own.f1) == (2, 1, 100.0)
+
+
+def test_evalb_command_scores_and_writes_files(tmp_path, capsys):
+    from t2t_lite.commands import evalb as evalb_command
+    gold = tmp_path / "gold.mrg"
+    gold.write_text("( (S (NP-SBJ (NNP John))\n    (VP (VBD left)) (. .)) )\n"
+                    "( (S (NP (NN Rain)) (VP (VBD fell)) (. .)) )\n")
+    parsed = tmp_path / "parsed.txt"
+    parsed.write_text("(S (NP (XX John)) (VP (XX left) (XX .)))\n"
+                      "(S (NP (XX Rain)) (VP (XX fell)) (XX !) (XX .))\n")
+    args = [f"--reference={gold}", f"--parsed={parsed}"]
+    assert evalb_command.main(args + [f"--write_gold={tmp_path / 'g'}",
+                                      f"--write_test={tmp_path / 't'}"]) == 0
+    out, err = capsys.readouterr()
+    assert err.strip() == "2 : Length unmatch (2|4)"  # the gold tags do not fit line 2
+    assert "Number of Error sentence  =      1" in out
+    assert "Bracketing FMeasure       = 100.00" in out
+    assert (tmp_path / "t").read_text().splitlines()[0] == \
+        "(TOP (S (NP (NNP John)) (VP (VBD left) (. .))))"
+    # misaligned files and half the file flags are one-line errors
+    parsed.write_text("(S (XX John))\n")
+    assert evalb_command.main(args) == 2
+    assert "holds 2 trees but --parsed" in capsys.readouterr().err
+    assert evalb_command.main(args + [f"--write_gold={tmp_path / 'g'}"]) == 2
+    assert "go together" in capsys.readouterr().err

@@ -10,7 +10,9 @@ from t2t_lite.data import datagen
 from t2t_lite.data.problem import eval_text, get_problem
 from t2t_lite.data.raw import RawDataError
 from t2t_lite.metrics.text_metrics import score_texts
-from t2t_lite.parsing import linearize, parse_trees, read_mrg, read_mrg_files, source_text
+from t2t_lite.errors import UserError
+from t2t_lite.parsing import (Tree, linearize, parse_trees, read_mrg, read_mrg_files,
+                              source_text)
 from t2t_lite.parsing.treebank import find_wsj_files, format_numbers, read_tree_file
 from t2t_lite.registry import hparams
 
@@ -131,7 +133,7 @@ def test_wsj_standard_layout(tmp_path, ptb_sample_dir):
 
 def test_wsj_missing_directory_and_sections_are_clear(tmp_path, ptb_sample_dir):
     problem = get_problem("parsing_english_ptb16k")
-    with pytest.raises(RawDataError, match=r"does not exist.*WSJ_ROOT/NN/wsj_NNxx\.mrg"):
+    with pytest.raises(RawDataError, match=r"no such directory.*WSJ_ROOT/NN/wsj_NNxx\.mrg"):
         problem.text_pairs("train", tmp_path / "no_such_dir")
     root = _mini_wsj(tmp_path / "partial", ptb_sample_dir, sections=[2, 3, 4, 22])
     with pytest.raises(RawDataError) as error:
@@ -244,10 +246,26 @@ def test_read_references_gold_vs_gold_is_100(sample_data, tmp_path):
                                  for p in sample_files(sample_dir, 170, 179)), encoding="utf-8")
     references = problem.read_references(gold_file)
     sources, targets = eval_text(problem, data_dir, "test")
-    assert references == list(targets) and len(references) == 168
-    scores = score_texts(problem.eval_metrics, references, references, sources)
+    # gold trees as written (tags, function tags, traces) under a TOP root, in order
+    raw = [t for path in sample_files(sample_dir, 170, 179)
+           for t in parse_trees(path.read_text(encoding="utf-8"))]
+    assert references == [f"(TOP {t.children[0].to_string()})" for t in raw]
+    assert len(references) == 168 and "(-NONE- " in "".join(references)
+    # the hypotheses are the linearised gold trees: EVALB gives 100
+    scores = score_texts(problem.eval_metrics, targets, references, sources)
     assert scores["parse_f1"] == 100.0 and scores["parse_exact_match"] == 100.0
     assert scores["parse_repaired_sentences"] == 0
+    # datagen wrote the same gold trees for the trainer's evaluation, aligned with sources
+    assert list(problem.eval_references(data_dir, "test")) == references
+    assert problem.gold_path(data_dir, "test").name == f"{SAMPLE}-test.gold.txt"
+    assert problem.read_references(problem.gold_path(data_dir, "test")) == references
+    dev = problem.eval_references(data_dir, "dev")
+    dev_sources = eval_text(problem, data_dir, "dev")[0]
+    assert len(dev) == len(dev_sources) == 105
+    assert all(" ".join(w for w, tag in zip(Tree.from_string(tree).words(),
+                                             Tree.from_string(tree).pos_tags())
+                        if tag != "-NONE-") == source
+               for tree, source in zip(dev, dev_sources))
     # A folder of gold files reads the same trees; a missing path is a clear error.
     folder = tmp_path / "gold"
     folder.mkdir()
@@ -256,6 +274,43 @@ def test_read_references_gold_vs_gold_is_100(sample_data, tmp_path):
     assert problem.read_references(folder) == references
     with pytest.raises(FileNotFoundError, match="does not exist"):
         problem.read_references(tmp_path / "nope.mrg")
+
+
+def test_linearised_references_are_refused(sample_data):
+    data_dir, _, _ = sample_data
+    problem = get_problem(SAMPLE)
+    target_file = datagen.text_paths(data_dir, SAMPLE, "test")[1]
+    with pytest.raises(UserError, match=r"test\.target\.txt:1: a linearised tree .*gold\.txt"):
+        problem.read_references(target_file)
+    with pytest.raises(UserError, match="reference 1 is a linearised tree"):
+        score_texts(("parse_f1",), ["(S XX )S"], ["(S XX )S"], ["Hi"])
+
+
+def test_parse_f1_deletes_punctuation_by_the_gold_tags_as_evalb_does():
+    # Only the final "." moves inside the VP: EVALB deletes it, so nothing changes.
+    reference = "(TOP (S (NP-SBJ (DT The) (NN dog)) (VP (VBZ barks)) (. .)))"
+    moved = "(S (NP XX XX )NP (VP XX XX )VP )S"
+    scores = score_texts(("parse_f1",), [moved], [reference], ["The dog barks ."])
+    assert scores["parse_f1"] == 100.0 and scores["parse_exact_match"] == 100.0
+    # an unlabeled or ROOT root is one more gold bracket for EVALB (only TOP is deleted)
+    for root in ("", "ROOT"):
+        wrapped = reference.replace("(TOP ", f"({root} " if root else "( ")
+        assert problem_refs_f1(moved, wrapped) == pytest.approx(2 * 3 / 7 * 100)
+
+
+def problem_refs_f1(hypothesis, reference):
+    return score_texts(("parse_f1",), [hypothesis], [reference], ["The dog barks ."])["parse_f1"]
+
+
+def test_sample_wrong_path_says_no_such_directory(tmp_path, capsys):
+    from t2t_lite.commands import datagen as datagen_command
+    missing = tmp_path / "no" / "ptb_wsj_sample"
+    status = datagen_command.main([f"--problem={SAMPLE}", f"--data_dir={tmp_path / 'out'}",
+                                   f"--tmp_dir={missing}", "--no_download"])
+    assert status == 2
+    error = capsys.readouterr().err
+    assert f"{missing}: no such directory" in error and "lacks" not in error
+    assert not missing.exists()  # datagen no longer creates the folder it reads
 
 
 def test_format_numbers():

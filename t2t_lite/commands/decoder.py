@@ -17,8 +17,10 @@ line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; wi
 ``return_beams=true`` it is ``beam_size`` tab-separated ``hypothesis<TAB>score`` pairs.
 
 ``--decode_reference=FILE`` scores the raw hypotheses against ``problem.read_references``
-with the problem's metrics (BLEU: sacreBLEU's score and signature). The score goes to
-stdout when translations go to ``--decode_to_file``, else to stderr.
+with the problem's metrics (BLEU: sacreBLEU's score and signature; parsing: EVALB's
+``parse_f1`` against the gold trees of a ``.mrg`` or one-tree-a-line file, see
+docs/parsing.md). The score goes to stdout when translations go to ``--decode_to_file``,
+else to stderr.
 """
 from __future__ import annotations
 
@@ -51,8 +53,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,"
                              "return_beams=false,max_input_length=0'")
     parser.add_argument("--decode_reference", default="",
-                        help="reference translations, one per input line: print the "
-                             "problem's metrics (sacreBLEU with its signature)")
+                        help="references, one per input line: print the problem's "
+                             "metrics (sacreBLEU with its signature; for parsing, EVALB's "
+                             "scores against gold trees: a .mrg file or one tree a line)")
     parser.add_argument("--attention_dir", default="",
                         help="also write attention heatmaps (one PNG per sentence, kind and "
                              "layer) and an interactive index.html for the translated lines")

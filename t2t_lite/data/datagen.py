@@ -6,6 +6,8 @@ trainer's ``--generate_data`` call. Per split it writes the shards, a stats file
 re-run reuses it) and, for every split except ``train``, the kept raw text
 ``<problem>-<split>.source.txt`` / ``.target.txt`` for BLEU. Examples that cannot be used
 are dropped and counted by reason, with the file and line of the first occurrence.
+After each non-train split, ``problem.write_eval_references`` writes what the problem's
+metrics need besides that text (parsing: ``<problem>-<split>.gold.txt``, the gold trees).
 """
 from __future__ import annotations
 
@@ -150,6 +152,8 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
             summaries[split] = previous
         else:
             summaries[split] = _write_split(problem, vocab, data_dir, tmp_dir, split)
+        if split != "train":
+            problem.write_eval_references(data_dir, tmp_dir, split, summaries[split].reused)
     return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
                           vocab_reused, summaries, skipped)
 

@@ -149,6 +149,16 @@ class Problem:
             lines.pop()
         return [line[:-1] if line.endswith("\r") else line for line in lines]
 
+    def eval_references(self, data_dir: Union[str, Path], split: str) -> Tuple[str, ...]:
+        """What ``eval_metrics`` compare the decoded sources of ``eval_text(split)`` with
+        during training; here the kept target text (parsing: the gold trees)."""
+        return eval_text(self, data_dir, split)[1]
+
+    def write_eval_references(self, data_dir: Union[str, Path], tmp_dir: Union[str, Path],
+                              split: str, reused: bool) -> None:
+        """Datagen's hook after a non-train split is written (``reused``: kept from an
+        earlier run): files ``eval_references`` needs besides the kept text; none here."""
+
 
 class TranslationProblem(Problem):
     """A text-to-text translation problem scored with BLEU."""

@@ -84,7 +84,8 @@ def fetch_raw_files(files: Sequence[RawFile], tmp_dir: Union[str, Path], *,
     absent). Raises ``RawDataError`` listing every missing required file with its URL.
     """
     tmp_dir = Path(tmp_dir)
-    tmp_dir.mkdir(parents=True, exist_ok=True)
+    if files:  # a problem that reads a folder itself (parsing) reports a wrong path
+        tmp_dir.mkdir(parents=True, exist_ok=True)
     found: Dict[str, Path] = {}
     failures: List[Tuple[RawFile, str]] = []
     network_down = not download

@@ -2,7 +2,8 @@
 
 ``score_texts(("bleu",), hypotheses, references, sources)`` -> ``{"bleu": 27.3}``.
 Translation problems name ``"bleu"`` (sacreBLEU, 13a); parsing problems name
-``"parse_f1"`` (EVALB/COLLINS.prm labeled bracketing F1 of the repaired output trees);
+``"parse_f1"`` (EVALB/COLLINS.prm labeled bracketing F1 of the repaired output trees
+against gold trees with their POS tags);
 problems whose outputs are mostly one word (BLEU's 4-grams do not exist there) name
 ``"exact_match"`` (percentage of hypotheses equal to their reference, outer whitespace
 ignored).
@@ -19,14 +20,29 @@ def _bleu(hypotheses, references, sources) -> Dict[str, float]:
 
 
 def _parse_f1(hypotheses, references, sources) -> Dict[str, float]:
+    """EVALB (COLLINS.prm) scores of the repaired hypotheses against gold trees.
+
+    ``references`` are bracketed gold trees with their POS tags, one a string (as
+    ``ParsingProblem.read_references`` / ``eval_references`` give them); the gold tags
+    are put back on the hypothesis words, so the figures are EVALB's on the files
+    ``t2t_lite.parsing.evalb_files.write_evalb_files`` writes. A linearised reference
+    (no tags: EVALB's punctuation rule cannot be applied) is refused.
+    """
+    from t2t_lite.errors import UserError
     from t2t_lite.parsing.evalb import evaluate
-    from t2t_lite.parsing.linearize import delinearize, repair
-    from t2t_lite.parsing.linearize import RepairReport
+    from t2t_lite.parsing.evalb_files import is_linearized
+    from t2t_lite.parsing.linearize import RepairReport, repair
+    from t2t_lite.parsing.trees import Tree
     gold, test, reports = [], [], []
-    for hypothesis, reference, source in zip(hypotheses, references, sources):
-        words = source.split()
-        gold.append(delinearize(reference, words))
-        tree, report = repair(hypothesis, words)
+    for number, (hypothesis, reference, source) in enumerate(
+            zip(hypotheses, references, sources), start=1):
+        if is_linearized(reference):
+            raise UserError(f"parse_f1: reference {number} is a linearised tree; EVALB's "
+                            f"scores need the gold trees with their POS tags (re-run "
+                            f"t2t-lite-datagen to write <problem>-<split>.gold.txt, or pass "
+                            f"the gold .mrg trees)")
+        gold.append(Tree.from_string(reference, f"reference {number}"))
+        tree, report = repair(hypothesis, source.split())
         test.append(tree)
         reports.append(report)
     result = evaluate(gold, test)

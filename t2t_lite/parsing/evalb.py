@@ -1,53 +1,65 @@
-"""Labeled bracketing scores computed as EVALB does with its standard ``COLLINS.prm``.
+"""Labeled bracketing scores exactly as EVALB computes them with ``COLLINS.prm``.
 
-The rules (EVALB by Sekine and Collins, parameter file ``COLLINS.prm``):
+EVALB (Sekine and Collins, ``evalb.c``) reads a gold and a test file, one tree a line,
+and with its standard parameter file ``COLLINS.prm`` scores each pair of lines so:
 
+* Each file's *own* preterminal tags decide which words are deleted
+  (``DELETE_LABEL , : `` '' . -NONE-``): a deleted word never counts for a span.
+  Then the test must hold as many words as the gold ("Length unmatch (g|t)") and the
+  same words in order ("Words unmatch (g|t)"), else the sentence is an *error* (no
+  brackets counted). A test with no word left is *skipped*.
 * A bracket is a constituent above the POS level, scored as (label, start, end) over
-  word positions. Preterminals (POS tags) are not brackets.
-* ``DELETE_LABEL , : `` '' .``: words whose POS tag is punctuation are removed before
-  spans are computed, so they never count for a span; a bracket whose span becomes
-  empty is not scored. Model output from a linearised tree has no POS tags, so the
-  punctuation positions are taken from the *gold* tree (EVALB aligns words by position;
-  the result equals EVALB's on a test file carrying the gold tags).
-* ``DELETE_LABEL TOP``: the root is not scored (trees here come without it; a root
-  labeled ``""``, ``TOP`` or ``ROOT`` is skipped too).
-* Labels are cut at the first ``-`` or ``=`` (``NP-SBJ`` -> ``NP``), and
-  ``EQ_LABEL ADVP PRT`` makes ADVP and PRT the same label.
+  the words left. A bracket over no word left is not scored; labels are cut at the
+  first ``-`` or ``=`` (``NP-SBJ-1`` -> ``NP``, ``PP=2`` -> ``PP``; not at ``|``:
+  ``ADVP|PRT`` stays ``ADVP|PRT``), and a bracket whose cut label is ``TOP`` (the only
+  deleted bracket label) is not scored: an unlabeled root ``( (S ...) )`` or ``ROOT``
+  is scored as one more bracket. ``EQ_LABEL ADVP PRT`` makes ADVP and PRT equal.
 * Brackets are multisets: a unary chain ``(NP (NP ...))`` gives two NP brackets over
   the same span, and each test bracket matches at most one gold bracket.
 * Recall = matched / gold brackets, precision = matched / test brackets,
-  F1 = 2PR / (P + R), exact match = sentences with matched = gold = test brackets, all
-  as percentages over the valid sentences; a sentence with no word left after
-  deletion is skipped, as EVALB does.
+  F1 = 2PR / (P + R), exact match = valid sentences with matched = gold = test, all
+  percentages summed over the valid sentences (neither error nor skipped).
 * ``CUTOFF_LEN 40`` with ``DELETE_LABEL_FOR_LENGTH -NONE-``: the ``len40`` figures
-  cover sentences of at most 40 words, punctuation included.
-* Gold and test must have the same words; a difference is an ``EvalbError`` naming
-  the sentence number (EVALB's "Length unmatch" / "Words unmatch").
+  cover sentences whose gold tree has at most 40 words besides ``-NONE-``,
+  punctuation included.
+
+Model output (a repaired linearisation) carries the dummy tag ``XX``, so EVALB would
+not delete its punctuation. ``tags="gold"`` (the default) first puts the gold tree's
+tags on the test words, as the EVALB-ready test files of ``evalb_files`` do; the
+result is EVALB's on those files. ``tags="own"`` scores the trees as given, exactly as
+EVALB scores the two trees. Either way the numbers are EVALB's: ``tests/test_evalb.py``
+reproduces EVALB's per-sentence counts, errors and skips on 3,711 reference pairs.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, fields
-from typing import Iterable, List, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple
 
 from t2t_lite.errors import UserError
 from t2t_lite.parsing.trees import Tree
 
 PUNCTUATION_TAGS = frozenset({",", ":", "``", "''", "."})
 NONE_TAG = "-NONE-"
-ROOT_LABELS = frozenset({"", "TOP", "ROOT"})
+ROOT_LABEL = "TOP"
+# COLLINS.prm: DELETE_LABEL (words with these tags, brackets with these cut labels).
+DELETE_LABELS = frozenset({ROOT_LABEL, NONE_TAG}) | PUNCTUATION_TAGS
+DELETE_LABELS_FOR_LENGTH = frozenset({NONE_TAG})
 EQUIVALENT_LABELS = {"PRT": "ADVP"}
 CUTOFF_LENGTH = 40
+TAG_MODES = ("gold", "own")
+ERROR_MODES = ("raise", "count")
 
 Bracket = Tuple[str, int, int]
 
 
 class EvalbError(UserError):
-    """Gold and test sentences cannot be compared (different words)."""
+    """Gold and test sentences cannot be compared (different words or counts)."""
 
 
 def evalb_label(label: str) -> str:
-    """A bracket label as EVALB compares it: cut at ``-``/``=``, PRT read as ADVP."""
+    """A bracket label as EVALB compares it: cut at the first ``-``/``=`` (so ``-LRB-``
+    becomes ``""``; ``|`` is kept), PRT read as ADVP."""
     for position, char in enumerate(label):
         if char in "-=":
             label = label[:position]
@@ -55,30 +67,76 @@ def evalb_label(label: str) -> str:
     return EQUIVALENT_LABELS.get(label, label)
 
 
-def sentence_brackets(tree: Tree, deleted: Sequence[bool]) -> List[Bracket]:
-    """The scored brackets of ``tree``; ``deleted[i]`` removes word ``i`` from spans."""
+@dataclass(frozen=True)
+class EvalbView:
+    """One tree as EVALB sees it: the words left after deleting ``DELETE_LABEL`` tags
+    (``words[i]``, ``tags[i]``), its scored brackets (cut label, start, end) over those
+    words, and its length for the cutoff (words besides ``-NONE-``)."""
+
+    words: Tuple[str, ...]
+    tags: Tuple[str, ...]
+    brackets: Tuple[Bracket, ...]
+    length: int
+
+
+def evalb_view(tree: Tree) -> EvalbView:
+    """What EVALB reads from the line holding ``tree`` (see the module docstring)."""
+    words: List[str] = []
+    tags: List[str] = []
     brackets: List[Bracket] = []
+    length = 0
 
-    def visit(node: Tree, position: int, kept_before: int) -> Tuple[int, int]:
-        """Returns (words, kept words) under ``node``; appends its brackets."""
+    def visit(node: Tree) -> None:
+        nonlocal length
         if node.is_preterminal:
-            return 1, 0 if deleted[position] else 1
-        words = kept = 0
+            if node.label not in DELETE_LABELS_FOR_LENGTH:
+                length += 1
+            if node.label not in DELETE_LABELS:
+                words.append(node.word)
+                tags.append(node.label)
+            return
+        start = len(words)
         for child in node.children:
-            child_words, child_kept = visit(child, position + words, kept_before + kept)
-            words += child_words
-            kept += child_kept
-        if kept and node.label not in ROOT_LABELS:
-            brackets.append((evalb_label(node.label), kept_before, kept_before + kept))
-        return words, kept
+            visit(child)
+        label = evalb_label(node.label)
+        if len(words) > start and label not in DELETE_LABELS:
+            brackets.append((label, start, len(words)))
 
-    visit(tree, 0, 0)
-    return brackets
+    visit(tree)
+    return EvalbView(tuple(words), tuple(tags), tuple(brackets), length)
+
+
+def sentence_brackets(tree: Tree, deleted: Sequence[bool]) -> List[Bracket]:
+    """The scored brackets of ``tree`` when ``deleted[i]`` removes word ``i`` (whatever
+    its tag) from spans; brackets labeled ``TOP`` and those left empty are not scored."""
+    leaves = iter(deleted)
+    return list(evalb_view(_retag(tree, lambda leaf: "." if next(leaves) else "XX")).brackets)
+
+
+def with_gold_tags(test: Tree, gold: Tree) -> Tree:
+    """``test`` with the tags of ``gold`` on its words, in order (``-NONE-`` words of
+    either tree keep theirs and take none); ``test`` unchanged when the two hold a
+    different number of such words."""
+    gold_tags = [tag for tag in gold.pos_tags() if tag != NONE_TAG]
+    if len(gold_tags) != sum(1 for tag in test.pos_tags() if tag != NONE_TAG):
+        return test
+    tags = iter(gold_tags)
+    return _retag(test, lambda leaf: leaf.label if leaf.label == NONE_TAG else next(tags))
+
+
+def _retag(tree: Tree, tag_of) -> Tree:
+    if tree.is_preterminal:
+        return Tree(tag_of(tree), word=tree.word)
+    return Tree(tree.label, tuple(_retag(child, tag_of) for child in tree.children))
 
 
 @dataclass(frozen=True)
 class SentenceCounts:
-    """Bracket counts of one sentence, or sums over several (EVALB's per-line figures)."""
+    """Bracket counts of one sentence, or sums over several (EVALB's per-line figures).
+
+    ``words``: gold words left after deletion; ``correct_tags``: those whose test tag
+    equals the gold one. Error and skipped sentences count only themselves.
+    """
 
     sentences: int = 0
     skipped_sentences: int = 0
@@ -88,6 +146,8 @@ class SentenceCounts:
     exact_matches: int = 0
     crossing_brackets: int = 0
     words: int = 0
+    error_sentences: int = 0
+    correct_tags: int = 0
 
     def __add__(self, other: "SentenceCounts") -> "SentenceCounts":
         return SentenceCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name)
@@ -111,6 +171,19 @@ class SentenceCounts:
         return 100.0 * self.exact_matches / self.sentences if self.sentences else 0.0
 
 
+@dataclass(frozen=True)
+class SentenceScore:
+    """EVALB's line for one sentence: ``status`` 0 (scored), 1 (error: ``message`` is
+    EVALB's, e.g. ``Length unmatch (10|9)``) or 2 (skipped); ``length`` is the gold
+    length for the cutoff."""
+
+    number: int
+    length: int
+    status: int
+    counts: SentenceCounts
+    message: str = ""
+
+
 def _crossing(gold: Sequence[Bracket], test: Sequence[Bracket]) -> int:
     """Test brackets that cross at least one gold bracket."""
     count = 0
@@ -121,40 +194,81 @@ def _crossing(gold: Sequence[Bracket], test: Sequence[Bracket]) -> int:
     return count
 
 
-def evaluate_sentence(gold: Tree, test: Tree, number: int = 1,
-                      check_words: bool = True) -> SentenceCounts:
-    """EVALB's counts for one sentence; ``number`` (1-based) names it in errors."""
-    gold_leaves = list(gold.preterminals())
-    test_words = test.words()
-    if len(gold_leaves) != len(test_words):
-        raise EvalbError(f"sentence {number}: gold has {len(gold_leaves)} words, "
-                         f"test has {len(test_words)}")
+def score_sentence(gold: Tree, test: Optional[Tree], number: int = 1, *,
+                   tags: str = "gold", check_words: bool = True) -> SentenceScore:
+    """EVALB's result for one (gold, test) pair; never raises for EVALB's errors.
+
+    ``test=None`` stands for an empty test line (EVALB skips it). ``tags``: see the
+    module docstring. ``check_words=False`` drops the word comparison (not EVALB).
+    """
+    if tags not in TAG_MODES:
+        raise ValueError(f"tags must be one of {TAG_MODES}, got {tags!r}")
+    g = evalb_view(gold)
+    if test is None:
+        return SentenceScore(number, g.length, 2, SentenceCounts(skipped_sentences=1))
+    t = evalb_view(with_gold_tags(test, gold) if tags == "gold" else test)
+    error = SentenceCounts(error_sentences=1)
+    if not t.words:
+        return SentenceScore(number, g.length, 2, SentenceCounts(skipped_sentences=1))
+    if len(g.words) != len(t.words):
+        return SentenceScore(number, g.length, 1, error,
+                             f"Length unmatch ({len(g.words)}|{len(t.words)})")
     if check_words:
-        for position, (leaf, word) in enumerate(zip(gold_leaves, test_words)):
-            if leaf.word != word:
-                raise EvalbError(f"sentence {number}: word {position + 1} differs "
-                                 f"(gold {leaf.word!r}, test {word!r})")
-    deleted = [leaf.label in PUNCTUATION_TAGS or leaf.label == NONE_TAG
-               for leaf in gold_leaves]
-    kept_words = deleted.count(False)
-    if kept_words == 0:
-        return SentenceCounts(skipped_sentences=1)
-    gold_brackets = sentence_brackets(gold, deleted)
-    test_brackets = sentence_brackets(test, deleted)
-    matched = sum((Counter(gold_brackets) & Counter(test_brackets)).values())
-    exact = matched == len(gold_brackets) == len(test_brackets)
-    return SentenceCounts(sentences=1, matched_brackets=matched,
-                          gold_brackets=len(gold_brackets), test_brackets=len(test_brackets),
-                          exact_matches=int(exact),
-                          crossing_brackets=_crossing(gold_brackets, test_brackets),
-                          words=kept_words)
+        for gold_word, test_word in zip(g.words, t.words):
+            if gold_word != test_word:
+                return SentenceScore(number, g.length, 1, error,
+                                     f"Words unmatch ({gold_word}|{test_word})")
+    matched = sum((Counter(g.brackets) & Counter(t.brackets)).values())
+    exact = matched == len(g.brackets) == len(t.brackets)
+    correct = sum(_same_label(a, b) for a, b in zip(g.tags, t.tags))
+    return SentenceScore(number, g.length, 0, SentenceCounts(
+        sentences=1, matched_brackets=matched, gold_brackets=len(g.brackets),
+        test_brackets=len(t.brackets), exact_matches=int(exact),
+        crossing_brackets=_crossing(g.brackets, t.brackets), words=len(g.words),
+        correct_tags=correct))
+
+
+def _same_label(a: str, b: str) -> bool:
+    """EVALB's ``label_comp`` on uncut labels: equal, or an ``EQ_LABEL`` pair."""
+    return EQUIVALENT_LABELS.get(a, a) == EQUIVALENT_LABELS.get(b, b)
+
+
+def _raise_for(score: SentenceScore, gold: Tree, test: Tree, tags: str) -> None:
+    """The ``EvalbError`` of an error sentence, naming it and the cause."""
+    if score.status != 1:
+        return
+    g = evalb_view(gold)
+    t = evalb_view(with_gold_tags(test, gold) if tags == "gold" else test)
+    where = f"sentence {score.number}"
+    if len(g.words) != len(t.words):
+        raise EvalbError(f"{where}: gold has {len(g.words)} words, test has {len(t.words)} "
+                         f"besides punctuation and -NONE- (EVALB: {score.message}); the "
+                         f"test file must hold the gold sentences' words, line by line")
+    position = next(i for i, (a, b) in enumerate(zip(g.words, t.words)) if a != b)
+    raise EvalbError(f"{where}: word {position + 1} differs (gold {g.words[position]!r}, "
+                     f"test {t.words[position]!r}; EVALB: {score.message}); the test file "
+                     f"must hold the gold sentences' words, line by line")
+
+
+def evaluate_sentence(gold: Tree, test: Tree, number: int = 1,
+                      check_words: bool = True, *, tags: str = "gold") -> SentenceCounts:
+    """EVALB's counts for one sentence; ``number`` (1-based) names it in errors.
+
+    Raises ``EvalbError`` where EVALB reports an error ("Length unmatch", "Words
+    unmatch").
+    """
+    score = score_sentence(gold, test, number, tags=tags, check_words=check_words)
+    _raise_for(score, gold, test, tags)
+    return score.counts
 
 
 @dataclass(frozen=True)
 class EvalbResult:
     """EVALB's summary: all sentences, and those of at most 40 words (``*_len40``).
 
-    Precision, recall, F1 and exact match are percentages (0-100).
+    Precision, recall, F1 and exact match are percentages (0-100); ``sentences`` counts
+    the valid ones (EVALB's "Number of Valid sentence"), ``error_sentences`` and
+    ``skipped_sentences`` the others.
     """
 
     precision: float
@@ -172,6 +286,9 @@ class EvalbResult:
     f1_len40: float
     exact_match_len40: float
     sentences_len40: int
+    error_sentences: int = 0
+    skipped_sentences_len40: int = 0
+    error_sentences_len40: int = 0
 
     @classmethod
     def from_counts(cls, total: SentenceCounts, len40: SentenceCounts) -> "EvalbResult":
@@ -183,7 +300,19 @@ class EvalbResult:
                    crossing_brackets=total.crossing_brackets,
                    precision_len40=len40.precision, recall_len40=len40.recall,
                    f1_len40=len40.f1, exact_match_len40=len40.exact_match,
-                   sentences_len40=len40.sentences)
+                   sentences_len40=len40.sentences, error_sentences=total.error_sentences,
+                   skipped_sentences_len40=len40.skipped_sentences,
+                   error_sentences_len40=len40.error_sentences)
+
+    @classmethod
+    def from_scores(cls, scores: Iterable[SentenceScore]) -> "EvalbResult":
+        """Sums per-sentence results as EVALB's summary does."""
+        total = len40 = SentenceCounts()
+        for score in scores:
+            total = total + score.counts
+            if score.length <= CUTOFF_LENGTH:
+                len40 = len40 + score.counts
+        return cls.from_counts(total, len40)
 
     def summary(self) -> str:
         """EVALB-style summary lines."""
@@ -201,21 +330,33 @@ class EvalbResult:
         ])
 
 
-def evaluate(gold_trees: Iterable[Tree], test_trees: Iterable[Tree],
-             check_words: bool = True) -> EvalbResult:
-    """EVALB (COLLINS.prm) scores of ``test_trees`` against ``gold_trees``, in order.
-
-    Raises ``EvalbError`` when the two lists differ in length or a sentence's words
-    differ (naming the 1-based sentence number).
-    """
+def score_sentences(gold_trees: Iterable[Tree], test_trees: Iterable[Optional[Tree]], *,
+                    tags: str = "gold", check_words: bool = True) -> List[SentenceScore]:
+    """EVALB's per-sentence results, in order (errors and skips included, as EVALB
+    reports them). Raises ``EvalbError`` when the two lists differ in length."""
     gold_trees, test_trees = list(gold_trees), list(test_trees)
     if len(gold_trees) != len(test_trees):
         raise EvalbError(f"{len(gold_trees)} gold trees but {len(test_trees)} test trees")
-    total = len40 = SentenceCounts()
-    for number, (gold, test) in enumerate(zip(gold_trees, test_trees), start=1):
-        counts = evaluate_sentence(gold, test, number, check_words)
-        total = total + counts
-        length = sum(1 for tag in gold.pos_tags() if tag != NONE_TAG)
-        if length <= CUTOFF_LENGTH:
-            len40 = len40 + counts
-    return EvalbResult.from_counts(total, len40)
+    return [score_sentence(gold, test, number, tags=tags, check_words=check_words)
+            for number, (gold, test) in enumerate(zip(gold_trees, test_trees), start=1)]
+
+
+def evaluate(gold_trees: Iterable[Tree], test_trees: Iterable[Optional[Tree]],
+             check_words: bool = True, *, tags: str = "gold",
+             errors: str = "raise") -> EvalbResult:
+    """EVALB (COLLINS.prm) scores of ``test_trees`` against ``gold_trees``, in order.
+
+    ``tags="gold"`` scores the test words with the gold tags (EVALB on the files
+    ``evalb_files`` writes), ``tags="own"`` with their own (EVALB on the trees as
+    given). ``errors="raise"``: a sentence EVALB rejects raises ``EvalbError`` naming
+    its 1-based number; ``errors="count"``: it is counted in ``error_sentences``, as
+    EVALB does. Lists of different lengths always raise.
+    """
+    if errors not in ERROR_MODES:
+        raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}")
+    gold_trees, test_trees = list(gold_trees), list(test_trees)
+    scores = score_sentences(gold_trees, test_trees, tags=tags, check_words=check_words)
+    if errors == "raise":
+        for score in scores:
+            _raise_for(score, gold_trees[score.number - 1], test_trees[score.number - 1], tags)
+    return EvalbResult.from_scores(scores)

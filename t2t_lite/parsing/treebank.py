@@ -42,8 +42,9 @@ def find_wsj_files(root: Union[str, Path]) -> Dict[int, Path]:
     """
     root = Path(root)
     if not root.is_dir():
-        raise RawDataError(f"WSJ directory {root} does not exist (or is not a folder); "
-                           f"expected {WSJ_LAYOUT}")
+        where = "" if root.is_absolute() else f" (that is {root.absolute()})"
+        raise RawDataError(f"WSJ directory {root}: no such directory{where}; expected "
+                           f"{WSJ_LAYOUT}")
     found: Dict[int, Path] = {}
     candidates = list(root.iterdir())
     for sub in sorted(p for p in candidates if p.is_dir() and SECTION_DIR.match(p.name)):
@@ -104,8 +105,11 @@ def _tree_start_lines(text: str) -> List[int]:
     return lines
 
 
-def read_tree_file(path: Union[str, Path]) -> Iterator[Tuple[Optional[Tree], int]]:
-    """``(normalised tree or None, line)`` for each tree of ``path`` (see module doc)."""
+def read_tree_file(path: Union[str, Path],
+                   normalized: bool = True) -> Iterator[Tuple[Optional[Tree], int]]:
+    """``(normalised tree or None, line)`` for each tree of ``path`` (see module doc);
+    ``normalized=False`` yields each tree as written instead."""
+    clean = normalize if normalized else (lambda tree: tree)
     path = Path(path)
     text = _read_text(path)
     if is_multiline_tree_file(path):
@@ -114,7 +118,7 @@ def read_tree_file(path: Union[str, Path]) -> Iterator[Tuple[Optional[Tree], int
         except TreeParseError as error:
             raise RawDataError(f"{error}; fix the bracketing or remove the file") from None
         for tree, line in zip(trees, _tree_start_lines(text)):
-            yield normalize(tree), line
+            yield clean(tree), line
         return
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -128,7 +132,7 @@ def read_tree_file(path: Union[str, Path]) -> Iterator[Tuple[Optional[Tree], int
         if len(trees) != 1:
             raise RawDataError(f"{path}:{number}: {len(trees)} trees on one line; files not "
                                f"ending in .mrg must hold one bracketed tree per line")
-        yield normalize(trees[0]), number
+        yield clean(trees[0]), number
 
 
 def read_trees(paths: Iterable[Union[str, Path]]) -> List[Tree]:

@@ -1,5 +1,6 @@
 """Evaluation during training: dev loss, token accuracy, per-token perplexity, and the
-problem's text metrics (BLEU for translation) on decoded dev sentences.
+problem's text metrics (BLEU for translation, EVALB F1 against the gold dev trees for
+parsing: ``Problem.eval_references``) on decoded dev sentences.
 """
 from __future__ import annotations
 
@@ -68,7 +69,8 @@ class Evaluator:
             return {}
         from t2t_lite.decoding.translator import Translator  # decoding depends on training
         if self._texts is None:
-            sources, references = eval_text(self.problem, self.data_dir, "dev")
+            sources = eval_text(self.problem, self.data_dir, "dev")[0]
+            references = self.problem.eval_references(self.data_dir, "dev")
             self._texts = (list(sources[: self.bleu_sentences]),
                            list(references[: self.bleu_sentences]))
         sources, references = self._texts

@@ -1,0 +1,93 @@
+"""``t2t-lite-evalb``: EVALB's scores of a decoded parse file, and EVALB's input files.
+
+    t2t-lite-evalb --reference=wsj23.gold.mrg --parsed=wsj23.parsed \\
+        --write_gold=wsj23.evalb.gold --write_test=wsj23.evalb.test
+    evalb -p COLLINS.prm wsj23.evalb.gold wsj23.evalb.test      # EVALB itself agrees
+
+``--reference``: the gold trees (a ``.mrg`` file, a file of one tree a line such as the
+``DATA_DIR/<problem>-test.gold.txt`` that datagen writes, or a folder of ``.mrg``
+files). ``--parsed``: one tree a line, as ``t2t-lite-decoder`` writes them for a parsing
+problem (dummy tags ``XX``; an empty line is skipped, as EVALB skips it). The gold file
+is the reference trees under a ``TOP`` root; the test file is each parsed tree with the
+gold tags put back on its words, under a ``TOP`` root. The scores printed are those of
+``evalb -p COLLINS.prm`` on these two files: sentences EVALB rejects ("Length
+unmatch", "Words unmatch") are printed as EVALB prints them and counted as errors.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from t2t_lite.commands.common import run_reporting_errors
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="t2t-lite-evalb", description=__doc__.split("\n")[0])
+    parser.add_argument("--reference", required=True,
+                        help="gold trees: a .mrg file, a file of one tree a line, or a "
+                             "folder of .mrg files")
+    parser.add_argument("--parsed", required=True,
+                        help="decoded trees, one a line (t2t-lite-decoder's output)")
+    parser.add_argument("--write_gold", default="",
+                        help="write EVALB's gold file here (one (TOP ...) tree a line)")
+    parser.add_argument("--write_test", default="",
+                        help="write EVALB's test file here (gold tags on the parsed words)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    return run_reporting_errors(lambda: run(args))
+
+
+def run(args: argparse.Namespace) -> None:
+    """Scores (and writes) for parsed flags; user errors raise."""
+    from t2t_lite.errors import UserError
+    from t2t_lite.parsing.evalb import EvalbResult, score_sentences
+    from t2t_lite.parsing.evalb_files import (evalb_gold_tree, evalb_test_tree,
+                                              read_gold_trees, read_test_trees,
+                                              write_evalb_files)
+
+    if bool(args.write_gold) != bool(args.write_test):
+        raise UserError("--write_gold and --write_test go together (EVALB reads both)")
+    gold = read_gold_trees(args.reference)
+    parsed = read_test_trees(args.parsed)
+    if len(gold) != len(parsed):
+        raise UserError(f"--reference={args.reference} holds {len(gold)} trees but "
+                        f"--parsed={args.parsed} has {len(parsed)} lines; they must align "
+                        f"line by line")
+    if args.write_gold:
+        write_evalb_files(gold, parsed, args.write_gold, args.write_test)
+    gold_lines = [evalb_gold_tree(tree) for tree in gold]
+    test_lines = [None if tree is None else evalb_test_tree(tree, g)
+                  for tree, g in zip(parsed, gold)]
+    scores = score_sentences(gold_lines, test_lines, tags="own")
+    for score in scores:
+        if score.status == 1:
+            print(f"{score.number} : {score.message}", file=sys.stderr)
+    print(format_summary(EvalbResult.from_scores(scores)))
+
+
+def format_summary(result) -> str:
+    """EVALB's summary figures (all sentences and len<=40)."""
+    lines = []
+    for title, suffix in (("All", ""), ("len<=40", "_len40")):
+        valid = getattr(result, "sentences" + suffix)
+        errors = getattr(result, "error_sentences" + suffix)
+        skipped = getattr(result, "skipped_sentences" + suffix)
+        lines += [f"-- {title} --",
+                  f"Number of sentence        = {valid + errors + skipped:6d}",
+                  f"Number of Error sentence  = {errors:6d}",
+                  f"Number of Skip  sentence  = {skipped:6d}",
+                  f"Number of Valid sentence  = {valid:6d}",
+                  f"Bracketing Recall         = {getattr(result, 'recall' + suffix):6.2f}",
+                  f"Bracketing Precision      = {getattr(result, 'precision' + suffix):6.2f}",
+                  f"Bracketing FMeasure       = {getattr(result, 'f1' + suffix):6.2f}",
+                  f"Complete match            = {getattr(result, 'exact_match' + suffix):6.2f}",
+                  ""]
+    return "\n".join(lines).rstrip()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Gold and test trees as EVALB reads them, and the files to run EVALB itself on.
+
+EVALB (``evalb -p COLLINS.prm GOLD TEST``) reads one tree a line in each file and deletes
+only a ``TOP`` root. So that its numbers and ``evalb.evaluate``'s are the same:
+
+* ``read_gold_trees(path)`` reads reference trees as written (function tags, ``-NONE-``
+  elements, ``ADVP|PRT`` kept: EVALB's own rules apply to them), with the root as
+  ``TOP``: the unlabeled outer bracket of ``.mrg`` files ``( (S ...) )`` and a ``ROOT``
+  root are relabeled ``TOP``, a tree without such a root is put under one
+  (``evalb_gold_tree``).
+* ``evalb_test_tree(test, gold)`` is a decoded tree (dummy tags ``XX``) with the gold
+  tags put back on its words and a ``TOP`` root, so that EVALB deletes the same
+  punctuation on both sides.
+* ``write_evalb_files(gold, test, gold_path, test_path)`` writes both files, one tree a
+  line (an empty test line where there is no test tree: EVALB skips the sentence).
+
+A reference file is a ``.mrg`` file (trees over several lines), any other file with one
+bracketed tree per line (``.gz`` read transparently; blank lines skipped), e.g. the
+``<problem>-<split>.gold.txt`` that datagen writes, or a folder of ``.mrg`` files (read
+in name order).
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Iterable, List, Optional, Sequence, Union
+
+from t2t_lite.errors import UserError
+from t2t_lite.parsing.evalb import NONE_TAG, ROOT_LABEL, with_gold_tags
+from t2t_lite.parsing.trees import Tree, parse_trees
+
+ROOT_LABELS = ("", "ROOT", ROOT_LABEL)
+GOLD_SUFFIX = ".gold.txt"
+_LINEARIZED_CLOSER = re.compile(r"(^|\s)\)[^\s()]")
+
+
+def is_linearized(text: str) -> bool:
+    """Whether ``text`` is a linearised tree (``(S (NP XX )NP )S``), not a bracketed one."""
+    return bool(_LINEARIZED_CLOSER.search(text))
+
+
+def evalb_gold_tree(tree: Tree) -> Tree:
+    """``tree`` under a ``TOP`` root: a root labeled ``""``, ``ROOT`` or ``TOP`` becomes
+    ``TOP`` (children kept), any other top node is put under a new ``TOP``."""
+    if tree.is_preterminal or tree.label not in ROOT_LABELS:
+        return Tree(ROOT_LABEL, (tree,))
+    return Tree(ROOT_LABEL, tree.children)
+
+
+def evalb_test_tree(test: Tree, gold: Tree) -> Tree:
+    """``test`` (e.g. a decoded tree with dummy tags) with the tags of ``gold`` on its
+    words and a ``TOP`` root: what EVALB should read for it. When the two hold a
+    different number of words (besides ``-NONE-``) the tags are left as they are."""
+    return evalb_gold_tree(with_gold_tags(test, gold))
+
+
+def _has_words(tree: Tree) -> bool:
+    return any(tag != NONE_TAG for tag in tree.pos_tags())
+
+
+def read_gold_trees(path: Union[str, Path]) -> List[Tree]:
+    """The reference trees of ``path`` (file or folder, see the module docstring), in
+    order, each under a ``TOP`` root.
+
+    Raises ``UserError`` naming the file and line for malformed brackets, a tree with
+    no word besides ``-NONE-``, or a linearised tree (a datagen ``.target.txt``): the
+    references must be trees with their POS tags.
+    """
+    from t2t_lite.parsing.treebank import read_tree_file
+    path = Path(path)
+    if path.is_dir():
+        paths = sorted(p for p in path.rglob("*.mrg") if p.is_file())
+        if not paths:
+            raise FileNotFoundError(f"{path} holds no .mrg file; pass a gold .mrg file, a file "
+                                    f"of one tree a line, or a folder of .mrg files")
+    elif path.is_file():
+        paths = [path]
+    else:
+        raise FileNotFoundError(f"reference {path} does not exist; pass a gold .mrg file "
+                                f"(e.g. WSJ section 23 concatenated), a file of one tree a "
+                                f"line (DATA_DIR/<problem>-test{GOLD_SUFFIX}) or a folder of "
+                                f".mrg files")
+    trees: List[Tree] = []
+    for file in paths:
+        _refuse_linearized(file)
+        for tree, line in read_tree_file(file, normalized=False):
+            if not _has_words(tree):
+                raise UserError(f"{file}:{line}: the tree has no word besides -NONE- "
+                                f"elements; remove it (references align with input lines)")
+            trees.append(evalb_gold_tree(tree))
+    return trees
+
+
+def _refuse_linearized(path: Path) -> None:
+    from t2t_lite.parsing.treebank import _read_text
+    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        if is_linearized(line):
+            raise UserError(
+                f"{path}:{number}: a linearised tree ({line[:40]}...), as in a datagen "
+                f".target.txt; parse scores need the gold trees with their POS tags: pass "
+                f"the .mrg files or DATA_DIR/<problem>-<split>{GOLD_SUFFIX}")
+        return
+
+
+def parse_test_line(line: str, source: str = "<test>", number: int = 1) -> Optional[Tree]:
+    """The tree of one decoded line (``None`` for an empty line, which EVALB skips)."""
+    if not line.strip():
+        return None
+    trees = parse_trees(line, f"{source}:{number}")
+    if len(trees) != 1:
+        raise UserError(f"{source}:{number}: {len(trees)} trees on one line; a parsed file "
+                        f"holds one bracketed tree a line")
+    return trees[0]
+
+
+def read_test_trees(path: Union[str, Path]) -> List[Optional[Tree]]:
+    """The trees of a decoded file (``t2t-lite-decoder``'s output), one a line; an
+    empty line gives ``None``."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"parsed file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    return [parse_test_line(line, str(path), number)
+            for number, line in enumerate(text.splitlines(), start=1)]
+
+
+def write_evalb_files(gold_trees: Sequence[Tree], test_trees: Iterable[Optional[Tree]],
+                      gold_path: Union[str, Path], test_path: Union[str, Path]) -> None:
+    """Writes EVALB's gold and test files (one tree a line, ``TOP`` roots, gold tags on
+    the test words; an empty test line for ``None``), each atomically."""
+    gold_trees, test_trees = list(gold_trees), list(test_trees)
+    if len(gold_trees) != len(test_trees):
+        raise UserError(f"{len(gold_trees)} gold trees but {len(test_trees)} test trees; "
+                        f"they must align line by line")
+    _write(gold_path, (evalb_gold_tree(g).to_string() for g in gold_trees))
+    _write(test_path, ("" if t is None else evalb_test_tree(t, g).to_string()
+                       for g, t in zip(gold_trees, test_trees)))
+
+
+def _write(path: Union[str, Path], lines: Iterable[str]) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.replace(tmp, path)
