@@ -239,3 +239,29 @@ def test_exporter_export_dir_that_is_a_file(tmp_path, run_dir):
                          "--export_dir=model.txt", cwd=tmp_path)
     assert_one_error_line(result, "--export_dir=model.txt", "is an existing file")
     assert (tmp_path / "model.txt").read_text() == "mine\n"
+
+
+# trainer -------------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, needles", [
+    (["--data_dir=notes.txt"], ["--data_dir=notes.txt", "is an existing file"]),
+    (["--data_dir=notes.txt/data", "--generate_data"], ["--data_dir=notes.txt/data"]),
+])
+def test_trainer_data_dir_that_is_a_file(tmp_path, flags, needles):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    result = run_command("t2t-lite-trainer", f"--problem={PROBLEM}",
+                         "--hparams_set=transformer_tiny", "--output_dir=run", *flags,
+                         cwd=tmp_path)
+    assert_one_error_line(result, *needles)
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+# the reporting itself --------------------------------------------------------------------
+def test_broken_pipe_ends_quietly_with_sigpipe_status(capsys):
+    from t2t_lite.commands.common import SIGPIPE_STATUS, run_reporting_errors
+
+    def body():
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert run_reporting_errors(body) == SIGPIPE_STATUS == 141
+    assert capsys.readouterr().err == ""
