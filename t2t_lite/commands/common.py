@@ -44,8 +44,10 @@ def user_error_types() -> tuple:
 
     ``UserError`` covers bad flags and hparams, unknown registry names, a mismatched or
     broken run directory, unusable data, vocabulary and reference files;
-    ``FileNotFoundError`` covers a missing file or checkpoint. Any other exception (a
-    plain ``ValueError`` included) is a bug and propagates with its traceback."""
+    ``FileNotFoundError`` covers a missing file or checkpoint. Other ``OSError``s of a
+    path the user gave are turned into ``UserError`` where that path is used, naming the
+    flag (``t2t_lite.user_paths``). Any other exception (a plain ``ValueError`` or
+    ``OSError`` included) is a bug and propagates with its traceback."""
     from t2t_lite.errors import UserError
     return (UserError, FileNotFoundError)
 
