@@ -19,6 +19,11 @@ line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; wi
 ``--decode_reference=FILE`` scores the raw hypotheses against ``problem.read_references``
 with the problem's metrics (BLEU: sacreBLEU's score and signature). The score goes to
 stdout when translations go to ``--decode_to_file``, else to stderr.
+
+Failures come before the work: ``--decode_to_file`` is opened as a temporary file beside
+it (renamed onto it once every line is written, removed on any failure, so an existing
+file is never lost) and the references are counted against the input, both before
+decoding starts.
 """
 from __future__ import annotations
 
