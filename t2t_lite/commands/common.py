@@ -28,8 +28,7 @@ def add_registry_help(parser: argparse.ArgumentParser) -> None:
 
 def print_registry_help() -> int:
     from t2t_lite import registry
-    print(registry.registry_help())
-    return 0
+    return run_reporting_errors(lambda: print(registry.registry_help()))
 
 
 def require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:

@@ -37,7 +37,7 @@ from typing import Iterable, List, Optional, Sequence, TextIO
 
 from t2t_lite.commands.common import run_reporting_errors
 from t2t_lite.errors import UserError
-from t2t_lite.user_paths import AtomicOutput
+from t2t_lite.user_paths import AtomicOutput, path_error
 
 MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
 
@@ -101,8 +101,7 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
                                                                 args.checkpoint_path or None)
     hp = parse(args.decode_hparams, problem.decode_defaults)
     source_name = args.decode_from_file or "<stdin>"
-    data = (Path(args.decode_from_file).read_bytes() if args.decode_from_file
-            else read_stdin())
+    data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()
     sources, bad_lines = decode_lines(split_lines(data))
     warn_lines((f"{source_name}: {bad}" for bad in bad_lines), "lines not valid UTF-8")
     references = (read_aligned_references(problem, args.decode_reference, len(sources))
@@ -177,6 +176,14 @@ def write_lines(lines: Sequence[str], path: str) -> None:
     os.replace(tmp, target)
 
 
+def read_input_file(path: str) -> bytes:
+    """The bytes of ``--decode_from_file``; an unreadable file is one error line."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise path_error("--decode_from_file", path, error, "give a file you can read") from None
+
+
 def read_stdin() -> bytes:
     """All of stdin; a closed stdin (``<&-``) is a user error naming the fix."""
     if sys.stdin is None:
@@ -195,7 +202,11 @@ def read_aligned_references(problem, reference_path: str, num_lines: int) -> Lis
     if not problem.eval_metrics:
         raise UserError(f"problem {problem.name} names no eval_metrics to score "
                         f"--decode_reference with")
-    references = problem.read_references(reference_path)
+    try:
+        references = problem.read_references(reference_path)
+    except OSError as error:
+        raise path_error("--decode_reference", reference_path, error,
+                         "give a file you can read") from None
     if len(references) != num_lines:
         raise UserError(f"--decode_reference={reference_path} has {len(references)} "
                         f"references but the input has {num_lines} lines; they must "
