@@ -31,6 +31,16 @@ def path_error(flag: str, path: Union[str, Path], error: OSError, fix: str = "")
     return UserError(f"{flag}={path}: {reason}{where}" + (f"; {fix}" if fix else ""))
 
 
+def _refuse_file_in_the_way(path: Path, flag: str) -> None:
+    """A parent of ``path`` that is a regular file (``notes.txt/out``) is a user error."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{flag}={path}: {parent} is a file, not a directory; "
+                                f"give a path under a directory")
+            return
+
+
 def writable_dir(path: Union[str, Path], flag: str) -> Path:
     """Creates directory ``path`` if needed and checks that files can be written in it.
 
@@ -41,6 +51,7 @@ def writable_dir(path: Union[str, Path], flag: str) -> Path:
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag}={path} is an existing file, not a directory; "
                         f"give a directory path")
+    _refuse_file_in_the_way(path, flag)
     fix = "give a directory you can write to"
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -64,6 +75,7 @@ def existing_or_new_dir(path: Union[str, Path], flag: str, *, create: bool = Fal
     if path.exists() and not path.is_dir():
         raise UserError(f"{flag}={path} is an existing file, not a directory; "
                         f"give a directory path")
+    _refuse_file_in_the_way(path, flag)
     try:
         if create:
             path.mkdir(parents=True, exist_ok=True)
@@ -90,13 +102,23 @@ class AtomicOutput:
     Opening it creates the parent directories and the temporary file, so an unwritable
     ``path`` raises ``UserError`` before any work is done; ``discard`` (or leaving a
     ``with`` block without ``commit``) removes the temporary file, so an existing
-    ``path`` is never truncated or lost.
+    ``path`` is never truncated or lost. A ``path`` that exists but is no regular file
+    (``/dev/stdout``, a named pipe) is written in place.
     """
 
     def __init__(self, path: Union[str, Path], flag: str):
         self.path, self.flag = Path(path), flag
         if self.path.is_dir():
             raise UserError(f"{flag}={self.path} is a directory; give a file path")
+        _refuse_file_in_the_way(self.path, flag)
+        self.direct = self.path.exists() and not self.path.is_file()
+        if self.direct:  # /dev/stdout, a FIFO: written in place, nothing to rename
+            try:
+                self.file = open(self.path, "wb")
+            except OSError as error:
+                raise path_error(flag, self.path, error) from None
+            self.tmp = None
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
@@ -115,6 +137,9 @@ class AtomicOutput:
 
     def commit(self) -> Path:
         """Closes the temporary file and renames it onto ``path``."""
+        if self.direct:
+            self.file.close()
+            return self.path
         try:
             self.file.close()
             if self.path.exists():  # keep the mode of the file being replaced
