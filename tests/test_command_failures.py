@@ -60,7 +60,8 @@ def test_datagen_data_dir_that_is_a_file_or_under_one(tmp_path):
     assert_one_error_line(result, "--data_dir=notes.txt", "is an existing file")
     result = run_command("t2t-lite-datagen", f"--problem={PROBLEM}", "--data_dir=notes.txt/data",
                          cwd=tmp_path)
-    assert_one_error_line(result, "--data_dir=notes.txt/data", "notes.txt is a file, not a directory")
+    assert_one_error_line(result, "--data_dir=notes.txt/data",
+                          "notes.txt is a file, not a directory")
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
 
 
