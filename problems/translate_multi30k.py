@@ -44,6 +44,10 @@ class TranslateEndeMulti30k(TranslationProblem):
         return tuple(split for split, stem in SPLIT_FILES.items()
                      if f"{stem}.en.gz" in found and f"{stem}.de.gz" in found)
 
+    def split_source(self, split: str, tmp_dir: Path) -> str:
+        stem = SPLIT_FILES[split]
+        return f"{Path(tmp_dir) / f'{stem}.en.gz'} and {Path(tmp_dir) / f'{stem}.de.gz'}"
+
     def text_pairs(self, split: str, tmp_dir: Path) -> Iterator[TextPair]:
         self.check_split(split)
         stem = SPLIT_FILES[split]

@@ -18,16 +18,31 @@ from t2t_lite.data.raw import (RawFile, TextPair, extract_members, read_parallel
                                read_parallel_sgm)
 from t2t_lite.registry import register_problem
 
+# Sizes and SHA-256s: tensorflow_datasets 4.9.10, url_checksums/wmt14_translate.txt,
+# wmt13_translate.txt and wmt15_translate.txt (the archives' recorded facts; TFDS fetches
+# the same files over http). test-full.tgz: MD5 from sacrebleu 2.x's dataset list
+# ("wmt14/full"), the only record published for it. wmt14/dev.tgz has no record in
+# either package: it is checked by extracting it (a corrupt archive is refused there).
+# statmt.org serves https (sacrebleu downloads from https://statmt.org/).
+STATMT = "https://statmt.org/"
 EUROPARL = RawFile("training-parallel-europarl-v7.tgz",
-                   "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz")
+                   STATMT + "wmt13/training-parallel-europarl-v7.tgz", size=657632379,
+                   sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7")
 COMMONCRAWL = RawFile("training-parallel-commoncrawl.tgz",
-                      "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz")
-NEWS_COMMENTARY_V9 = RawFile("training-parallel-nc-v9.tgz",
-                             "http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz")
-UN = RawFile("training-parallel-un.tgz", "http://www.statmt.org/wmt13/training-parallel-un.tgz")
-GIGA_FREN = RawFile("training-giga-fren.tar", "http://www.statmt.org/wmt10/training-giga-fren.tar")
-DEV = RawFile("dev.tgz", "http://www.statmt.org/wmt14/dev.tgz")
-TEST = RawFile("test-full.tgz", "http://www.statmt.org/wmt14/test-full.tgz")
+                      STATMT + "wmt13/training-parallel-commoncrawl.tgz", size=918311367,
+                      sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5")
+NEWS_COMMENTARY_V9 = RawFile(
+    "training-parallel-nc-v9.tgz", STATMT + "wmt14/training-parallel-nc-v9.tgz", size=80418416,
+    sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485")
+UN = RawFile("training-parallel-un.tgz", STATMT + "wmt13/training-parallel-un.tgz",
+             size=2365634246,
+             sha256="29141b5c1eba149a94f7a59d3b1a834b2e47fe0f8758d68dcd77a3d3f497ee47")
+GIGA_FREN = RawFile("training-giga-fren.tar", STATMT + "wmt10/training-giga-fren.tar",
+                    size=2595102720,
+                    sha256="3ff8319f6919393520559bfbc7ad6a747ec81b3abc7be9993b338d4b017b4d9a")
+DEV = RawFile("dev.tgz", STATMT + "wmt14/dev.tgz")
+TEST = RawFile("test-full.tgz", STATMT + "wmt14/test-full.tgz",
+               md5="a8cd784e006feb32ac6f3d9ec7eb389a")
 
 
 @dataclasses.dataclass(frozen=True)

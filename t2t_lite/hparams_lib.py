@@ -3,8 +3,10 @@
 ``HParams`` is a frozen dataclass: every key has a type and a default (the paper's base
 model), ``replace`` derives a new set, ``override_from_string`` parses
 ``"num_heads=4,label_smoothing=0.2"`` with type checking, and ``to_json``/``from_json``
-round-trip it so that a run directory can store it. An unknown key or a badly typed
-value raises ``HParamsError`` naming the key and the valid keys (see ``typed_config``).
+round-trip it so that a run directory can store it. An unknown key, a badly typed value
+or one out of its range (counts and sizes positive, channels >= 0, dropouts, label
+smoothing and Adam betas in [0, 1), epsilons and ``learning_rate_constant`` > 0, no NaN
+or infinity) raises ``HParamsError`` naming the key (see ``typed_config``).
 
 Channel counts follow tensor2tensor: ``attention_key_channels`` and
 ``attention_value_channels`` are totals over all heads (d_k * h and d_v * h); 0 means
@@ -75,15 +77,22 @@ class HParams(TypedConfig):
         if self.pos == "timing" and self.hidden_size % 2:
             self._fail(f"hparam 'hidden_size' must be even with pos='timing' (sinusoids "
                        f"come in sin/cos pairs), got {self.hidden_size}")
+        self._require_at_least({"attention_key_channels": 0, "attention_value_channels": 0})
         for name in ("key", "value"):
             channels = getattr(self, f"{name}_channels")
             if channels % self.num_heads:
                 self._fail(f"attention {name} channels ({channels}) must be divisible by "
                        f"num_heads ({self.num_heads}); set attention_{name}_channels")
-        for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout",
-                     "label_smoothing"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                self._fail(f"hparam {name!r} must be in [0, 1), got {getattr(self, name)}")
+        self._require_unit_interval("layer_prepostprocess_dropout", "attention_dropout",
+                                    "relu_dropout", "label_smoothing", "optimizer_adam_beta1",
+                                    "optimizer_adam_beta2")
+        self._validate_ranges()
+
+    def _validate_ranges(self) -> None:
+        """Ranges of the keys not checked above (each failure names its key)."""
+        self._require_at_least({"clip_grad_norm": 0.0})
+        self._require_above({"layer_norm_epsilon": 0.0, "learning_rate_constant": 0.0,
+                             "optimizer_adam_epsilon": 0.0})
 
     # Derived values ---------------------------------------------------------------
     @property

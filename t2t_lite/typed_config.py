@@ -1,7 +1,8 @@
 """Typed, immutable configuration objects parsed from ``"key=value,key=value"`` strings.
 
 ``TypedConfig`` is the base of ``HParams`` and ``DecodeHParams``: a frozen dataclass whose
-fields are checked against their annotated types (an int is accepted for a float field),
+fields are checked against their annotated types (an int is accepted for a float field;
+NaN and infinity are refused in every float field),
 derived with ``replace``, overridden from a string with type checking, and round-tripped
 through JSON. Every error is a ``CONFIG_ERROR`` naming the key and the valid keys.
 Subclasses set ``KIND`` (used in messages: "hparam", "decode hparam"), ``CONFIG_ERROR``,
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from typing import Any, ClassVar, Dict, Mapping, Type, TypeVar
 
 from t2t_lite.errors import UserError
@@ -40,6 +42,8 @@ class TypedConfig:
                 object.__setattr__(self, name, float(value))
             elif not _is_instance(value, expected):
                 self._fail(f"{self.KIND} {name!r} must be {expected.__name__}, got {value!r}")
+            if expected is float and not math.isfinite(getattr(self, name)):
+                self._fail(f"{self.KIND} {name!r} must be a finite number, got {value!r}")
         self._validate()
 
     def _validate(self) -> None:
@@ -52,6 +56,17 @@ class TypedConfig:
         for name, minimum in minimums.items():
             if getattr(self, name) < minimum:
                 self._fail(f"{self.KIND} {name!r} must be >= {minimum}, got {getattr(self, name)!r}")
+
+    def _require_above(self, minimums: Mapping[str, float]) -> None:
+        for name, minimum in minimums.items():
+            if not getattr(self, name) > minimum:
+                self._fail(f"{self.KIND} {name!r} must be > {minimum}, got {getattr(self, name)!r}")
+
+    def _require_unit_interval(self, *names: str) -> None:
+        """Each of ``names`` in [0, 1) (dropout rates, smoothing, Adam betas)."""
+        for name in names:
+            if not 0.0 <= getattr(self, name) < 1.0:
+                self._fail(f"{self.KIND} {name!r} must be in [0, 1), got {getattr(self, name)!r}")
 
     # Keys and types ------------------------------------------------------------------
     @classmethod

@@ -135,8 +135,8 @@ def test_missing_and_corrupt_archives_say_what_to_do(tmp_path, wmt_raw):
         generate_problem_data(TranslateEndeWmt14(vocab_spec=VocabSpec(size=500)),
                               tmp_path / "data", tmp_path / "empty", download=False)
     assert ("training-parallel-europarl-v7.tgz  <-  "
-            "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz") in str(error.value)
-    assert "test-full.tgz  <-  http://www.statmt.org/wmt14/test-full.tgz" in str(error.value)
+            "https://statmt.org/wmt13/training-parallel-europarl-v7.tgz") in str(error.value)
+    assert "test-full.tgz  <-  https://statmt.org/wmt14/test-full.tgz" in str(error.value)
     data = (wmt_raw / "dev.tgz").read_bytes()
     (tmp_path / "dev.tgz").write_bytes(data[: len(data) // 2])
     with pytest.raises(RawDataError, match=r"dev\.tgz is corrupt or truncated .*delete it"):

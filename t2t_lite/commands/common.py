@@ -28,8 +28,7 @@ def add_registry_help(parser: argparse.ArgumentParser) -> None:
 
 def print_registry_help() -> int:
     from t2t_lite import registry
-    print(registry.registry_help())
-    return 0
+    return run_reporting_errors(lambda: print(registry.registry_help()))
 
 
 def require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
@@ -44,8 +43,10 @@ def user_error_types() -> tuple:
 
     ``UserError`` covers bad flags and hparams, unknown registry names, a mismatched or
     broken run directory, unusable data, vocabulary and reference files;
-    ``FileNotFoundError`` covers a missing file or checkpoint. Any other exception (a
-    plain ``ValueError`` included) is a bug and propagates with its traceback."""
+    ``FileNotFoundError`` covers a missing file or checkpoint. Other ``OSError``s of a
+    path the user gave are turned into ``UserError`` where that path is used, naming the
+    flag (``t2t_lite.user_paths``). Any other exception (a plain ``ValueError`` or
+    ``OSError`` included) is a bug and propagates with its traceback."""
     from t2t_lite.errors import UserError
     return (UserError, FileNotFoundError)
 
@@ -53,9 +54,13 @@ def user_error_types() -> tuple:
 def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) -> int:
     """Runs ``body``; a user error prints ``error: ...`` to stderr and returns 2; one of
     ``failure_types`` (a run that failed for a reason it explains, such as a NaN loss)
-    prints the same way and returns 1."""
+    prints the same way and returns 1. Output piped to a reader that has gone (``| head``)
+    ends quietly with ``SIGPIPE_STATUS``, as other Unix tools do."""
     try:
         body()
+        sys.stdout.flush()  # a reader that has gone shows here, not at interpreter exit
+    except BrokenPipeError:
+        return closed_stdout_status()
     except user_error_types() as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -63,3 +68,20 @@ def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) 
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+SIGPIPE_STATUS = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
+
+
+def closed_stdout_status() -> int:
+    """Ends quietly after stdout's reader has gone: points stdout at ``/dev/null`` so that
+    the interpreter's final flush prints nothing, and returns ``SIGPIPE_STATUS``."""
+    import os
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout has no file descriptor (a test's capture)
+        pass
+    finally:
+        os.close(devnull)
+    return SIGPIPE_STATUS

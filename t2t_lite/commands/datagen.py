@@ -15,6 +15,7 @@ from typing import List, Optional
 from t2t_lite.commands.common import run_reporting_errors
 from t2t_lite.data.datagen import DatagenSummary, generate
 from t2t_lite.registry import PROBLEMS
+from t2t_lite.user_paths import existing_or_new_dir, writable_dir
 
 __all__ = ["generate", "main"]
 
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> None:
     tmp_dir = args.tmp_dir or f"{args.data_dir}/raw"
     if args.problem not in PROBLEMS:
         PROBLEMS.get(args.problem)  # raises with the registered names
+    writable_dir(args.data_dir, "--data_dir")
+    existing_or_new_dir(tmp_dir, "--tmp_dir" if args.tmp_dir else "--data_dir", create=True)
     summary: DatagenSummary = generate(args.problem, args.data_dir, tmp_dir,
                                        download=not args.no_download)
     print(summary.format())

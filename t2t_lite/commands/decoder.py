@@ -21,10 +21,16 @@ with the problem's metrics (BLEU: sacreBLEU's score and signature; parsing: EVAL
 ``parse_f1`` against the gold trees of a ``.mrg`` or one-tree-a-line file, see
 docs/parsing.md). The score goes to stdout when translations go to ``--decode_to_file``,
 else to stderr.
+
+Failures come before the work: ``--decode_to_file`` is opened as a temporary file beside
+it (renamed onto it once every line is written, removed on any failure, so an existing
+file is never lost) and the references are counted against the input, both before
+decoding starts.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -33,6 +39,7 @@ from typing import Iterable, List, Optional, Sequence, TextIO
 
 from t2t_lite.commands.common import run_reporting_errors
 from t2t_lite.errors import UserError
+from t2t_lite.user_paths import AtomicOutput, path_error
 
 MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
 
@@ -73,6 +80,19 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def decode(args: argparse.Namespace) -> None:
     """The decoder's work for parsed flags; user errors raise (reported by ``main``)."""
+    if args.decode_from_file and not Path(args.decode_from_file).is_file():
+        raise FileNotFoundError(f"--decode_from_file={args.decode_from_file} does not exist")
+    if args.decode_reference and not Path(args.decode_reference).is_file():
+        raise FileNotFoundError(f"--decode_reference={args.decode_reference} does not exist")
+    # Opened before any work: an unwritable path fails now, and an existing file is only
+    # replaced (by rename) once every translation is written.
+    output = AtomicOutput(args.decode_to_file, "--decode_to_file") if args.decode_to_file else None
+    with output or contextlib.nullcontext():
+        _decode(args, output)
+
+
+def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
+    """``decode`` once the output file is open (``None``: stdout)."""
     from tqdm import tqdm
 
     from t2t_lite.decoding import parse
@@ -80,18 +100,15 @@ def decode(args: argparse.Namespace) -> None:
     from t2t_lite.decoding.translator import Translator
     from t2t_lite.run_loading import load_trained_model
 
-    if args.decode_from_file and not Path(args.decode_from_file).is_file():
-        raise FileNotFoundError(f"--decode_from_file={args.decode_from_file} does not exist")
-    if args.decode_reference and not Path(args.decode_reference).is_file():
-        raise FileNotFoundError(f"--decode_reference={args.decode_reference} does not exist")
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                 args.checkpoint_path or None)
     hp = parse(args.decode_hparams, problem.decode_defaults)
     source_name = args.decode_from_file or "<stdin>"
-    data = (Path(args.decode_from_file).read_bytes() if args.decode_from_file
-            else sys.stdin.buffer.read())
+    data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()
     sources, bad_lines = decode_lines(split_lines(data))
     warn_lines((f"{source_name}: {bad}" for bad in bad_lines), "lines not valid UTF-8")
+    references = (read_aligned_references(problem, args.decode_reference, len(sources))
+                  if args.decode_reference else None)
 
     translator = Translator(model, vocabulary, beam_size=hp.beam_size, alpha=hp.alpha,
                             extra_length=hp.extra_length, max_input_length=hp.max_input_length,
@@ -115,7 +132,11 @@ def decode(args: argparse.Namespace) -> None:
     for index, beams in zip(todo, nbest):
         hypotheses[index] = beams[0][0] if beams else ""
         outputs[index] = format_output(problem, sources[index], beams, hp.return_beams)
-    write_lines(outputs, args.decode_to_file)
+    if output is not None:
+        output.write("".join(line + "\n" for line in outputs).encode("utf-8"))
+        output.commit()
+    else:
+        write_lines(outputs, "")
     print(f"decoded {len(sources)} lines ({len(todo)} translated, "
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
           f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
@@ -130,7 +151,8 @@ def decode(args: argparse.Namespace) -> None:
               file=sys.stderr)
 
     if args.decode_reference:
-        report = score_report(problem, hypotheses, sources, args.decode_reference)
+        report = score_report(problem, hypotheses, sources, args.decode_reference,
+                              references)
         print(report, file=sys.stdout if args.decode_to_file else sys.stderr)
 
 
@@ -157,20 +179,54 @@ def write_lines(lines: Sequence[str], path: str) -> None:
     os.replace(tmp, target)
 
 
-def score_report(problem, hypotheses: Sequence[str], sources: Sequence[str],
-                 reference_path: str) -> str:
-    """The problem's metrics of the raw hypotheses; BLEU with sacreBLEU's signature."""
-    from t2t_lite.metrics.bleu import corpus_bleu
-    from t2t_lite.metrics.text_metrics import score_texts
+def read_input_file(path: str) -> bytes:
+    """The bytes of ``--decode_from_file``; an unreadable file is one error line."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as error:
+        raise path_error("--decode_from_file", path, error, "give a file you can read") from None
 
-    references = problem.read_references(reference_path)
-    if len(references) != len(hypotheses):
-        raise UserError(f"--decode_reference={reference_path} has {len(references)} "
-                        f"references but the input has {len(hypotheses)} lines; they must "
-                        f"align line by line")
+
+def read_stdin() -> bytes:
+    """All of stdin; a closed stdin (``<&-``) is a user error naming the fix."""
+    if sys.stdin is None:
+        raise UserError("stdin is closed and no --decode_from_file was given; give "
+                        "--decode_from_file=FILE or pipe the sentences in")
+    try:
+        return sys.stdin.buffer.read()
+    except OSError as error:  # EBADF and the like: not a readable stdin
+        raise UserError(f"cannot read stdin ({error.strerror or error}); give "
+                        f"--decode_from_file=FILE or pipe the sentences in") from None
+
+
+def read_aligned_references(problem, reference_path: str, num_lines: int) -> List[str]:
+    """The references of ``--decode_reference``, checked before decoding: one per input
+    line, and a problem with metrics to score them with."""
     if not problem.eval_metrics:
         raise UserError(f"problem {problem.name} names no eval_metrics to score "
                         f"--decode_reference with")
+    try:
+        references = problem.read_references(reference_path)
+    except OSError as error:
+        raise path_error("--decode_reference", reference_path, error,
+                         "give a file you can read") from None
+    if len(references) != num_lines:
+        raise UserError(f"--decode_reference={reference_path} has {len(references)} "
+                        f"references but the input has {num_lines} lines; they must "
+                        f"align line by line")
+    return references
+
+
+def score_report(problem, hypotheses: Sequence[str], sources: Sequence[str],
+                 reference_path: str, references: Optional[Sequence[str]] = None) -> str:
+    """The problem's metrics of the raw hypotheses; BLEU with sacreBLEU's signature.
+
+    ``references`` as read by ``read_aligned_references`` (read here when ``None``)."""
+    from t2t_lite.metrics.bleu import corpus_bleu
+    from t2t_lite.metrics.text_metrics import score_texts
+
+    if references is None:
+        references = read_aligned_references(problem, reference_path, len(hypotheses))
     lines = []
     for name in problem.eval_metrics:
         if name == "bleu":

@@ -44,6 +44,9 @@ def run(args: argparse.Namespace):
     from t2t_lite.export import export_translator
     from t2t_lite.run_loading import load_trained_model, resolve_checkpoint
 
+    from t2t_lite.user_paths import new_output_dir
+
+    new_output_dir(args.export_dir, "--export_dir")  # before the long work
     checkpoint = resolve_checkpoint(args.output_dir, args.checkpoint_path or None)
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir, checkpoint)
     hp = parse(args.decode_hparams, problem.decode_defaults)

@@ -42,8 +42,7 @@ def format_counts(counts) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     if args.registry_help:
-        print(registry.registry_help())
-        return 0
+        return run_reporting_errors(lambda: print(registry.registry_help()))
     return run_reporting_errors(lambda: show(args))
 
 

@@ -84,8 +84,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         attention_summary_steps=args.attention_summary_steps,
         attention_probes=args.attention_probes)
-    return common.run_reporting_errors(lambda: Trainer(config).run(),
-                                       failure_types=(NonFiniteLossError,))
+    return common.run_reporting_errors(
+        lambda: check_paths_and_run(lambda: Trainer(config).run(), args),
+        failure_types=(NonFiniteLossError,))
+
+
+def check_paths_and_run(train, args: argparse.Namespace) -> None:
+    """Checks the user's directories (one clear error naming the flag), then trains."""
+    from t2t_lite.user_paths import existing_or_new_dir, writable_dir
+    if args.generate_data:
+        writable_dir(args.data_dir, "--data_dir")
+    else:
+        existing_or_new_dir(args.data_dir, "--data_dir")
+    if args.tmp_dir:
+        existing_or_new_dir(args.tmp_dir, "--tmp_dir")
+    train()
 
 
 if __name__ == "__main__":

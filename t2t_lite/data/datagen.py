@@ -5,9 +5,11 @@ trainer's ``--generate_data`` call. Per split it writes the shards, a stats file
 ``<problem>-<split>.json`` (written last: its presence marks the split complete, so a
 re-run reuses it) and, for every split except ``train``, the kept raw text
 ``<problem>-<split>.source.txt`` / ``.target.txt`` for BLEU. Examples that cannot be used
-are dropped and counted by reason, with the file and line of the first occurrence.
-After each non-train split, ``problem.write_eval_references`` writes what the problem's
-metrics need besides that text (parsing: ``<problem>-<split>.gold.txt``, the gold trees).
+are dropped and counted by reason, with the file and line of the first occurrence. A split
+left with no usable example is refused (``RawDataError`` naming its raw files), and an
+error leaves no ``*.txt.tmp`` file behind. After each non-train split,
+``problem.write_eval_references`` writes what the problem's metrics need besides that
+text (parsing: ``<problem>-<split>.gold.txt``, the gold trees).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 
 from tqdm import tqdm
 
-from t2t_lite.data.raw import TextPair, fetch_raw_files
+from t2t_lite.data.raw import RawDataError, TextPair, fetch_raw_files
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
 
 if TYPE_CHECKING:
@@ -141,8 +143,7 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
     if vocab_reused:
         vocab = problem.load_vocab(data_dir)
     else:
-        texts = _vocab_texts(problem, tmp_dir)
-        vocab = problem.build_vocab(texts, data_dir)
+        vocab = _build_vocab(problem, data_dir, tmp_dir)
 
     summaries = {}
     for split in splits:
@@ -164,6 +165,52 @@ def _vocab_texts(problem: "Problem", tmp_dir: Path) -> Iterator[str]:
     for source, target, _ in clean_pairs(pairs, {}):
         yield source
         yield target
+
+
+class _RecordingTexts:
+    """Iterates ``texts`` for a vocabulary trainer, remembering how many it gave and the
+    exception that ended them: SentencePiece's C++ trainer wraps an exception raised by
+    its sentence iterator into a ``RuntimeError`` text, losing its type."""
+
+    def __init__(self, texts: Iterator[str]):
+        self.texts, self.count, self.error = texts, 0, None
+
+    def __iter__(self) -> Iterator[str]:
+        try:
+            for text in self.texts:
+                self.count += 1
+                yield text
+        except Exception as error:
+            self.error = error
+            raise
+
+
+def _build_vocab(problem: "Problem", data_dir: Path, tmp_dir: Path):
+    """Trains the vocabulary on train; an error reading train (unaligned files, corrupt
+    archives) keeps its own type and message, and an empty train split is refused."""
+    texts = _RecordingTexts(_vocab_texts(problem, tmp_dir))
+    try:
+        vocab = problem.build_vocab(texts, data_dir)
+    except Exception:
+        if texts.error is not None:
+            raise texts.error from None
+        if texts.count == 0:
+            raise _empty_split_error(problem, "train", tmp_dir) from None
+        raise
+    if texts.count == 0:
+        raise _empty_split_error(problem, "train", tmp_dir)
+    return vocab
+
+
+def _empty_split_error(problem: "Problem", split: str, tmp_dir: Path,
+                       dropped: Optional[Dict[str, DropCount]] = None) -> RawDataError:
+    why = ("every pair was dropped: " + ", ".join(f"{reason}: {drop.count:,} (first: "
+                                                 f"{drop.first})"
+                                                 for reason, drop in dropped.items())
+           if dropped else "its raw files hold no lines, or only empty or non-UTF-8 ones")
+    return RawDataError(f"split {split!r} of {problem.name} has no usable examples ({why}): "
+                        f"{problem.split_source(split, tmp_dir)}; replace them with the "
+                        f"real files")
 
 
 def stats_path(data_dir: Union[str, Path], problem_name: str, split: str) -> Path:
@@ -207,6 +254,30 @@ def _write_split(problem: "Problem", vocab, data_dir: Path, tmp_dir: Path,
     text_files = text_paths(data_dir, problem.name, split)
     text_tmp = [p.with_name(p.name + ".tmp") for p in text_files]
     handles = [open(p, "w", encoding="utf-8") for p in text_tmp] if keep_text else []
+    try:
+        _write_examples(problem, vocab, tmp_dir, split, paths, summary, handles)
+        if summary.examples == 0:
+            raise _empty_split_error(problem, split, tmp_dir, summary.dropped)
+    except BaseException:
+        for handle in handles:
+            handle.close()
+        for tmp in text_tmp:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, final in zip(text_tmp, text_files if keep_text else ()):
+        os.replace(tmp, final)
+    path = stats_path(data_dir, problem.name, split)
+    path.with_name(path.name + ".tmp").write_text(summary.to_json(), encoding="utf-8")
+    os.replace(path.with_name(path.name + ".tmp"), path)
+    return summary
+
+
+def _write_examples(problem: "Problem", vocab, tmp_dir: Path, split: str, paths,
+                    summary: SplitSummary, handles) -> None:
+    """Encodes the usable pairs of ``split`` into the shards ``paths`` (and the kept text
+    into ``handles``, which it closes), counting them in ``summary``."""
+    keep_text = bool(handles)
+    dropped = summary.dropped
     pairs = tqdm(problem.text_pairs(split, tmp_dir), desc=f"{split}: encoding", unit=" pairs",
                  mininterval=2.0)
     try:
@@ -225,12 +296,6 @@ def _write_split(problem: "Problem", vocab, data_dir: Path, tmp_dir: Path,
     finally:
         for handle in handles:
             handle.close()
-    for tmp, final in zip(text_tmp, text_files if keep_text else ()):
-        os.replace(tmp, final)
-    path = stats_path(data_dir, problem.name, split)
-    path.with_name(path.name + ".tmp").write_text(summary.to_json(), encoding="utf-8")
-    os.replace(path.with_name(path.name + ".tmp"), path)
-    return summary
 
 
 def _encode_and_write(problem: "Problem", vocab, batch, writer: ShuffledShardWriter,

@@ -86,6 +86,10 @@ class Problem:
         """Aligned (source, target) text of ``split`` read from ``tmp_dir``."""
         raise NotImplementedError
 
+    def split_source(self, split: str, tmp_dir: Path) -> str:
+        """Where ``split``'s raw text comes from, for error messages (e.g. the two files)."""
+        return f"the raw files of split {split!r} in {tmp_dir}"
+
     def num_shards(self, split: str) -> int:
         return self.train_shards if split == "train" else self.eval_shards
 

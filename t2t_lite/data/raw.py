@@ -19,6 +19,7 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from tqdm import tqdm
 
+from t2t_lite.data.checksums import download_mismatch
 from t2t_lite.errors import UserError
 
 DOWNLOAD_TIMEOUT_S = 10.0
@@ -30,11 +31,16 @@ class RawDataError(UserError):
 
 @dataclasses.dataclass(frozen=True)
 class RawFile:
-    """A file a problem needs in ``tmp_dir``: its name there and where it comes from."""
+    """A file a problem needs in ``tmp_dir``: its name there, where it comes from and,
+    when known, its size in bytes and SHA-256 (or MD5 where only that is published):
+    a download that does not match is refused and removed (see ``checksums``)."""
 
     name: str
     url: str
     optional: bool = False  # optional files (extra test sets) are used when present
+    size: Optional[int] = None
+    sha256: str = ""
+    md5: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,18 +67,27 @@ def _copy(src, dst, size: Optional[int], description: str) -> None:
 
 
 # Locating and downloading -----------------------------------------------------------
-def _download(url: str, path: Path, timeout: float) -> Optional[str]:
-    """Downloads ``url`` to ``path`` (temp name, then rename); returns an error or None."""
+def _download(url: str, path: Path, timeout: float,
+              raw: Optional[RawFile] = None) -> Optional[str]:
+    """Downloads ``url`` to ``path`` (temp name, checked against ``raw``'s size and
+    checksum, then renamed); returns a network error or None. A download that does not
+    match raises ``RawDataError`` and is deleted, so it is never reused."""
     tmp = path.with_name(path.name + ".download")
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response, open(tmp, "wb") as out:
             size = int(response.headers.get("Content-Length") or 0) or None
             _copy(response, out, size, f"download {path.name}")
-        os.replace(tmp, path)
-        return None
     except (OSError, ValueError) as error:  # URLError, timeouts, HTTP errors are OSErrors
         tmp.unlink(missing_ok=True)
         return str(error)
+    mismatch = download_mismatch(tmp, raw) if raw is not None else None
+    if mismatch:
+        tmp.unlink(missing_ok=True)
+        raise RawDataError(f"the download of {url} is not the expected file: {mismatch}; it "
+                           f"was deleted. Re-run to download it again, or put an intact copy "
+                           f"at {path}")
+    os.replace(tmp, path)
+    return None
 
 
 def fetch_raw_files(files: Sequence[RawFile], tmp_dir: Union[str, Path], *,
@@ -92,7 +107,7 @@ def fetch_raw_files(files: Sequence[RawFile], tmp_dir: Union[str, Path], *,
     for raw in files:
         path = tmp_dir / raw.name
         if not path.exists() and not network_down:
-            error = _download(raw.url, path, timeout)
+            error = _download(raw.url, path, timeout, raw)
             if error is not None:
                 failures.append((raw, error))
                 # One failed fetch means the network is down or blocked; don't wait on each file.

@@ -3,9 +3,9 @@
 ``parse("beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,return_beams=false",
 defaults)`` starts from the dataclass defaults, applies the problem's ``defaults`` dict
 (translation: beam 4, alpha 0.6, extra length 50; parsing: beam 21, alpha 0.3, extra
-length 300), then the string. An unknown key, a badly typed or out-of-range value, or a
-key given twice raises ``DecodeHParamsError`` naming the key and the valid keys (the
-parsing itself is ``t2t_lite.typed_config``, shared with ``HParams``).
+length 300), then the string. An unknown key, a badly typed or out-of-range value (NaN
+and infinity included), or a key given twice raises ``DecodeHParamsError`` naming the key
+and the valid keys (the parsing itself is ``t2t_lite.typed_config``, shared with ``HParams``).
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ class DecodeHParams(TypedConfig):
     max_input_length: int = 0
 
     def _validate(self) -> None:
+        # NaN and infinity are refused for every float (alpha) by ``TypedConfig``.
         self._require_at_least({"beam_size": 1, "batch_size": 1, "extra_length": 0,
                                 "max_input_length": 0, "alpha": 0.0})
 

@@ -1,0 +1,170 @@
+"""Paths the user names on the command line: checked up front, OS errors made user errors.
+
+Every function takes the flag that named the path (``"--data_dir"``) so that a failure
+is one ``UserError`` line naming the flag, the path and the fix, raised before any long
+work starts. Only the ``OSError``s of the path the user gave are converted here; an
+``OSError`` anywhere else is a bug and keeps its traceback.
+
+* ``writable_dir(path, flag)``: creates the directory (and its parents) when missing and
+  checks that a file can be created in it.
+* ``existing_or_new_dir(path, flag)``: a directory that is read: not a file, created
+  on request.
+* ``new_output_dir(path, flag)``: the same for a directory that must be new or empty.
+* ``AtomicOutput(path, flag)``: opens a temporary file beside ``path`` at once (so an
+  unwritable path fails before the work) and renames it onto ``path`` on ``commit``; a
+  failure before that removes the temporary file and leaves ``path`` untouched.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional, Union
+
+from t2t_lite.errors import UserError
+
+
+def path_error(flag: str, path: Union[str, Path], error: OSError, fix: str = "") -> UserError:
+    """A ``UserError`` for ``error`` raised while using ``flag=path``."""
+    reason = error.strerror or str(error)
+    where = f" ({error.filename})" if error.filename and str(error.filename) != str(path) else ""
+    return UserError(f"{flag}={path}: {reason}{where}" + (f"; {fix}" if fix else ""))
+
+
+def _refuse_file_in_the_way(path: Path, flag: str) -> None:
+    """A parent of ``path`` that is a regular file (``notes.txt/out``) is a user error."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{flag}={path}: {parent} is a file, not a directory; "
+                                f"give a path under a directory")
+            return
+
+
+def writable_dir(path: Union[str, Path], flag: str) -> Path:
+    """Creates directory ``path`` if needed and checks that files can be written in it.
+
+    Raises ``UserError`` naming ``flag`` when it is an existing file, lies under a file,
+    or cannot be created or written (permission denied, read-only file system).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag}={path} is an existing file, not a directory; "
+                        f"give a directory path")
+    _refuse_file_in_the_way(path, flag)
+    fix = "give a directory you can write to"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise path_error(flag, path, error, fix) from None
+    try:
+        with tempfile.TemporaryFile(dir=path, prefix=".t2t_lite_write_check"):
+            pass
+    except OSError as error:
+        raise UserError(f"{flag}={path}: cannot create files in it "
+                        f"({error.strerror or error}); {fix}") from None
+    return path
+
+
+def existing_or_new_dir(path: Union[str, Path], flag: str, *, create: bool = False) -> Path:
+    """Checks that ``path`` is not a file (nor under one); with ``create``, creates it.
+
+    For directories that are read (raw corpora put there by hand may be read-only), so
+    writing is not checked."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag}={path} is an existing file, not a directory; "
+                        f"give a directory path")
+    _refuse_file_in_the_way(path, flag)
+    try:
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            path.stat()
+    except FileNotFoundError:
+        pass  # reported by whoever needs what should be in it
+    except OSError as error:
+        raise path_error(flag, path, error, "give a directory path") from None
+    return path
+
+
+def new_output_dir(path: Union[str, Path], flag: str) -> Path:
+    """``writable_dir`` for a directory that must be new or empty (it is filled later)."""
+    path = Path(path)
+    if path.is_dir() and any(path.iterdir()):
+        raise UserError(f"{flag}={path} is not empty; choose a new directory")
+    return writable_dir(path, flag)
+
+
+class AtomicOutput:
+    """A binary temporary file beside ``path``, renamed onto it by ``commit``.
+
+    Opening it creates the parent directories and the temporary file, so an unwritable
+    ``path`` raises ``UserError`` before any work is done; ``discard`` (or leaving a
+    ``with`` block without ``commit``) removes the temporary file, so an existing
+    ``path`` is never truncated or lost. A ``path`` that exists but is no regular file
+    (``/dev/stdout``, a named pipe) is written in place.
+    """
+
+    def __init__(self, path: Union[str, Path], flag: str):
+        self.path, self.flag = Path(path), flag
+        if self.path.is_dir():
+            raise UserError(f"{flag}={self.path} is a directory; give a file path")
+        _refuse_file_in_the_way(self.path, flag)
+        self.direct = self.path.exists() and not self.path.is_file()
+        if self.direct:  # /dev/stdout, a FIFO: written in place, nothing to rename
+            try:
+                self.file = open(self.path, "wb")
+            except OSError as error:
+                raise path_error(flag, self.path, error) from None
+            self.tmp = None
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
+                                       suffix=".tmp")
+        except OSError as error:
+            raise path_error(flag, self.path, error, "give a file path you can write to") from None
+        self.tmp: Optional[Path] = Path(tmp)
+        self.file = os.fdopen(fd, "wb")
+
+    def write(self, data: bytes) -> None:
+        try:
+            self.file.write(data)
+        except OSError as error:  # disk full, quota: the user's file system
+            self.discard()
+            raise path_error(self.flag, self.path, error) from None
+
+    def commit(self) -> Path:
+        """Closes the temporary file and renames it onto ``path``."""
+        if self.direct:
+            self.file.close()
+            return self.path
+        try:
+            self.file.close()
+            if self.path.exists():  # keep the mode of the file being replaced
+                os.chmod(self.tmp, self.path.stat().st_mode & 0o7777)
+            else:
+                umask = os.umask(0)
+                os.umask(umask)
+                os.chmod(self.tmp, 0o666 & ~umask)
+            os.replace(self.tmp, self.path)
+        except OSError as error:
+            self.discard()
+            raise path_error(self.flag, self.path, error) from None
+        self.tmp = None
+        return self.path
+
+    def discard(self) -> None:
+        """Removes the temporary file; ``path`` is left as it was."""
+        self.file.close()
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+            self.tmp = None
+
+    def __enter__(self) -> "AtomicOutput":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.tmp is not None:
+            self.discard()

@@ -1,0 +1,55 @@
+"""``t2t_lite.user_paths``: a user's path fails up front as one ``UserError`` naming the
+flag, and an output file is replaced whole or not at all."""
+import pytest
+
+from t2t_lite.errors import UserError
+from t2t_lite.user_paths import AtomicOutput, existing_or_new_dir, new_output_dir, writable_dir
+
+
+def test_atomic_output_replaces_only_on_commit(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("mine\n")
+    with AtomicOutput(target, "--decode_to_file") as output:
+        output.write(b"half of the work")
+        # leaving without commit: a failure
+    assert target.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    with AtomicOutput(target, "--decode_to_file") as output:
+        output.write(b"new\n")
+        output.commit()
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_atomic_output_creates_parents_and_refuses_bad_paths(tmp_path):
+    with AtomicOutput(tmp_path / "a" / "b" / "out.txt", "--decode_to_file") as output:
+        output.commit()
+    assert (tmp_path / "a" / "b" / "out.txt").read_bytes() == b""
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UserError, match=r"^--decode_to_file=.*file/out.txt: .*file is a file, not a directory"):
+        AtomicOutput(tmp_path / "file" / "out.txt", "--decode_to_file")
+    with pytest.raises(UserError, match=r"is a directory; give a file path"):
+        AtomicOutput(tmp_path / "a", "--decode_to_file")
+
+
+def test_atomic_output_writes_a_device_in_place(tmp_path):
+    with AtomicOutput("/dev/null", "--decode_to_file") as output:
+        output.write(b"x")
+        output.commit()
+    assert not list(tmp_path.iterdir())
+
+
+def test_directories(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(UserError, match=r"^--data_dir=.*file is an existing file"):
+        writable_dir(tmp_path / "file", "--data_dir")
+    with pytest.raises(UserError, match=r"^--tmp_dir=.*file is an existing file"):
+        existing_or_new_dir(tmp_path / "file", "--tmp_dir")
+    with pytest.raises(UserError, match=r"^--data_dir=.*file/sub: .*file is a file, not a directory"):
+        writable_dir(tmp_path / "file" / "sub", "--data_dir")
+    assert writable_dir(tmp_path / "new" / "dir", "--data_dir").is_dir()
+    assert not list((tmp_path / "new" / "dir").iterdir())  # the write check left nothing
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "saved_model.pb").write_text("x")
+    with pytest.raises(UserError, match=r"^--export_dir=.*full is not empty"):
+        new_output_dir(tmp_path / "full", "--export_dir")
