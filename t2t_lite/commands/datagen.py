@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> None:
     if args.problem not in PROBLEMS:
         PROBLEMS.get(args.problem)  # raises with the registered names
     writable_dir(args.data_dir, "--data_dir")
-    existing_or_new_dir(tmp_dir, "--tmp_dir" if args.tmp_dir else "--data_dir", create=True)
+    # Not created here: a problem that downloads creates it (fetch_raw_files), and one
+    # that reads a folder itself (parsing) reports a wrong path as "no such directory".
+    existing_or_new_dir(tmp_dir, "--tmp_dir" if args.tmp_dir else "--data_dir")
     summary: DatagenSummary = generate(args.problem, args.data_dir, tmp_dir,
                                        download=not args.no_download)
     print(summary.format())
