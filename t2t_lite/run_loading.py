@@ -75,6 +75,10 @@ def resolve_checkpoint(output_dir: PathLike, checkpoint_path: Optional[PathLike]
                                       f"{path}/ckpt-N")
             return latest
         if not Path(str(path) + ".index").is_file():
+            if list(path.parent.glob(path.name + ".data-*")):
+                raise DamagedCheckpointError(f"{path} is damaged and cannot be read (its "
+                                             f"index {path}.index is missing); use another "
+                                             f"checkpoint, e.g. an older ckpt-N of the run")
             raise CheckpointError(f"--checkpoint_path={path}: no checkpoint there (expected "
                                   f"{path}.index); pass a prefix such as RUN/ckpt-N")
         return str(path)
