@@ -77,8 +77,8 @@ class RunCheckpoints:
         if damaged:
             raise NoReadableCheckpoint(
                 f"{self.manager.directory}: no readable checkpoint ({', '.join(damaged)} "
-                f"are damaged); move them out of the run directory to start again from "
-                f"step 0, or use a new --output_dir")
+                f"are damaged); to start again from step 0, move them and the "
+                f"'checkpoint' state file out of the run directory, or use a new --output_dir")
         return None
 
     def save(self, step: int) -> str:
