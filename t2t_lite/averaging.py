@@ -8,10 +8,13 @@ the element-wise mean as a checkpoint of the model alone
 ``t2t-lite-exporter`` restore with ``--checkpoint_path=output_path``. Non-float variables
 (none in the Transformer; e.g. counters) take the newest checkpoint's value. The run's
 ``checkpoint`` state file is not touched, so training resumes from its own checkpoints.
+An existing checkpoint is never overwritten, and ``RUN/ckpt-N`` is refused as an output
+path (``check_output_path``): the trainer writes and deletes those names.
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
@@ -43,6 +46,7 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
     ``output_path`` (a prefix) and returns the written prefix."""
     if not checkpoints:
         raise ValueError("no checkpoints to average")
+    check_output_path(output_dir, output_path)
     paths = [resolve_checkpoint(output_dir, path) for path in checkpoints]
     run_config = RunConfig.load(str(output_dir))
     model = build_model(run_config)
@@ -70,6 +74,25 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
     Path(str(output_path) + ".averaged.json").write_text(
         json.dumps({"output_dir": str(output_dir), "checkpoints": paths}, indent=2) + "\n")
     return written
+
+
+def check_output_path(output_dir: PathLike, output_path: PathLike) -> None:
+    """Raises ``UserError`` when ``output_path`` (a prefix) names an existing checkpoint
+    or one of the run's own ``OUTPUT_DIR/ckpt-N`` prefixes (the trainer's sequence: it
+    would resume from a model-only checkpoint there, or overwrite or delete it)."""
+    output_path = Path(output_path)
+    name, parent = output_path.name, output_path.parent
+    existing = [path.name for path in (parent.iterdir() if parent.is_dir() else [])
+                if path.name == name + ".index" or path.name.startswith(name + ".data-")]
+    if existing:
+        raise UserError(f"--output_path={output_path}: a checkpoint is already there "
+                        f"({', '.join(sorted(existing))}); t2t-lite-avg-checkpoints never "
+                        f"overwrites one. Choose another --output_path, or delete it first")
+    in_run_dir = output_path.parent.resolve() == Path(output_dir).resolve()
+    if in_run_dir and re.fullmatch(r"ckpt-\d+", output_path.name):
+        raise UserError(f"--output_path={output_path} is in the run's own checkpoint "
+                        f"sequence (OUTPUT_DIR/ckpt-N, written and deleted by the trainer); "
+                        f"choose another name, e.g. the default OUTPUT_DIR/averaged/ckpt-avg")
 
 
 def _is_float(value: np.ndarray) -> bool:

@@ -59,6 +59,7 @@ class RunConfig:
         except json.JSONDecodeError as error:
             raise UserError(f"{path} is not valid JSON ({error}); restore it or start a "
                             f"new --output_dir") from None
+        check_fields(path, values)
         return cls(**values)
 
     @classmethod
@@ -87,3 +88,24 @@ class RunConfig:
             raise RunConfigMismatch(
                 f"{output_dir} holds a run with a different configuration:\n{lines}\n"
                 f"Use a new --output_dir, or repeat the original flags to resume.")
+
+
+def check_fields(path: Path, values: Any) -> None:
+    """Raises ``UserError`` naming ``path`` and the key when ``values`` (the parsed
+    ``run_config.json``) has a key ``RunConfig`` does not know or lacks a required one."""
+    if not isinstance(values, dict):
+        raise UserError(f"{path} must hold a JSON object, not {type(values).__name__}; "
+                        f"restore the file t2t-lite-trainer wrote or start a new --output_dir")
+    fields = dataclasses.fields(RunConfig)
+    known = [field.name for field in fields]
+    unknown = [key for key in values if key not in known]
+    if unknown:
+        raise UserError(f"{path} has unknown key {unknown[0]!r}"
+                        f"{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}; "
+                        f"valid keys: {', '.join(known)}. Remove it, or restore the file "
+                        f"t2t-lite-trainer wrote")
+    missing = [field.name for field in fields if field.name not in values
+               and field.default is dataclasses.MISSING]
+    if missing:
+        raise UserError(f"{path} lacks key {missing[0]!r} (required: "
+                        f"{', '.join(missing)}); restore the file t2t-lite-trainer wrote")

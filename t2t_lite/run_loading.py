@@ -9,6 +9,7 @@ A run directory (``output_dir``) holds ``run_config.json``, the vocabulary file 
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
 
@@ -26,6 +27,24 @@ PathLike = Union[str, Path]
 
 class CheckpointError(FileNotFoundError):
     """A checkpoint that is missing, unreadable or does not match the run's model."""
+
+
+class DamagedCheckpointError(CheckpointError):
+    """A checkpoint whose files are truncated, fail their checksum or are missing."""
+
+
+# What TensorFlow raises reading a damaged checkpoint: IndexError for a truncated data
+# file ("Read less bytes than requested"), DataLossError for a checksum mismatch,
+# NotFoundError for a missing index or data file, a plain OpError for a truncated index.
+CHECKPOINT_DAMAGE_ERRORS = (tf.errors.OpError, IndexError)
+
+
+def damage_reason(error: BaseException) -> str:
+    """The useful part of a checkpoint read error, on one line."""
+    text = getattr(error, "message", None) or str(error) or type(error).__name__
+    if text.startswith("{{function_node"):
+        text = text.split("}}", 1)[-1]
+    return " ".join(text.split())[:300]
 
 
 def build_model(run_config: RunConfig) -> keras.Model:
@@ -56,14 +75,18 @@ def resolve_checkpoint(output_dir: PathLike, checkpoint_path: Optional[PathLike]
                                       f"{path}/ckpt-N")
             return latest
         if not Path(str(path) + ".index").is_file():
+            if list(path.parent.glob(path.name + ".data-*")):
+                raise DamagedCheckpointError(f"{path} is damaged and cannot be read (its "
+                                             f"index {path}.index is missing); use another "
+                                             f"checkpoint, e.g. an older ckpt-N of the run")
             raise CheckpointError(f"--checkpoint_path={path}: no checkpoint there (expected "
                                   f"{path}.index); pass a prefix such as RUN/ckpt-N")
         return str(path)
-    latest = tf.train.latest_checkpoint(str(output_dir))
-    if latest is None:
+    listed = newest_first(output_dir)
+    if not listed:
         raise CheckpointError(f"{output_dir} holds no checkpoint yet (no 'checkpoint' state "
                               f"file); train first, or pass --checkpoint_path")
-    return latest
+    return listed[0]  # even when its files are damaged: restoring it then names it
 
 
 def run_checkpoints(output_dir: PathLike) -> List[str]:
@@ -97,7 +120,12 @@ def restore_model(model: keras.Model, checkpoint_path: str) -> None:
         raise CheckpointError(f"{len(missing)} variables of the model are not tracked for "
                               f"checkpoints and cannot be restored (a model bug: track "
                               f"layers as attributes), e.g. {missing[:3]}")
-    status = tf.train.Checkpoint(model=model).restore(checkpoint_path).expect_partial()
+    try:
+        status = tf.train.Checkpoint(model=model).restore(checkpoint_path).expect_partial()
+    except CHECKPOINT_DAMAGE_ERRORS as error:
+        raise DamagedCheckpointError(f"{checkpoint_path} is damaged and cannot be read "
+                                     f"({damage_reason(error)}); use another checkpoint, "
+                                     f"e.g. an older ckpt-N of the run") from None
     try:
         status.assert_existing_objects_matched()
     except AssertionError as error:
@@ -116,7 +144,43 @@ def load_trained_model(output_dir: PathLike, checkpoint_path: Optional[PathLike]
         raise UserError(f"{Path(output_dir) / run_config.vocab_file} has "
                         f"{vocabulary.vocab_size} tokens but run_config.json says "
                         f"vocab_size={run_config.vocab_size}; restore the run's vocabulary")
-    path = resolve_checkpoint(output_dir, checkpoint_path)
     model = build_model(run_config)
-    restore_model(model, path)
+    if checkpoint_path:
+        restore_model(model, resolve_checkpoint(output_dir, checkpoint_path))
+    else:
+        restore_newest_readable(model, output_dir)
     return run_config, problem, model, vocabulary
+
+
+def restore_newest_readable(model: keras.Model, output_dir: PathLike) -> str:
+    """Restores the run's latest checkpoint into ``model``; when it is damaged, warns
+    naming it and falls back to the newest readable one the state file lists. Returns
+    the restored prefix; raises ``CheckpointError`` when none is readable."""
+    candidates = newest_first(output_dir)
+    if not candidates:
+        resolve_checkpoint(output_dir)  # raises the "no checkpoint yet" error
+    damaged = []
+    for path in candidates:
+        try:
+            restore_model(model, path)
+        except DamagedCheckpointError as error:
+            print(f"warning: {error}", file=sys.stderr)
+            damaged.append(path)
+            continue
+        if damaged:
+            print(f"warning: using {path}, the newest readable checkpoint of {output_dir}, "
+                  f"instead of the damaged {', '.join(damaged)}", file=sys.stderr)
+        return path
+    raise DamagedCheckpointError(f"no readable checkpoint in {output_dir}: "
+                                 f"{', '.join(damaged)} are all damaged")
+
+
+def newest_first(output_dir: PathLike) -> List[str]:
+    """The checkpoints the run's state file lists, newest first, whether or not their
+    files are all there (``tf.train.latest_checkpoint`` skips an index-less latest
+    silently; this lists it so that the caller can say it is damaged)."""
+    state = tf.train.get_checkpoint_state(str(output_dir))
+    if state is None:
+        return []
+    paths = [state.model_checkpoint_path, *reversed(state.all_model_checkpoint_paths)]
+    return list(dict.fromkeys(path for path in paths if path))

@@ -68,6 +68,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.registry_help:
         return common.print_registry_help()
     common.require(parser, args, "problem", "hparams_set", "data_dir", "output_dir")
+    from t2t_lite.training.checkpointing import CheckpointSaveError
     from t2t_lite.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
     config = TrainerConfig(
         problem=args.problem, model=args.model, hparams_set=args.hparams_set,
@@ -86,7 +87,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         attention_probes=args.attention_probes)
     return common.run_reporting_errors(
         lambda: check_paths_and_run(lambda: Trainer(config).run(), args),
-        failure_types=(NonFiniteLossError,))
+        failure_types=(NonFiniteLossError, CheckpointSaveError))
 
 
 def check_paths_and_run(train, args: argparse.Namespace) -> None:

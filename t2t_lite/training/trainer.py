@@ -23,10 +23,11 @@ from t2t_lite import registry
 from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
 from t2t_lite.run_config import RunConfig
-from t2t_lite.training import distribution
+from t2t_lite.training import checkpointing, distribution
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer
 from t2t_lite.training.progress import ProgressLog
+from t2t_lite.training.run_lock import RunLock
 from t2t_lite.training.train_step import TrainStep
 
 
@@ -65,6 +66,8 @@ class TrainerConfig:
 
 
 class Trainer:
+    _run_lock: Optional[RunLock] = None   # held by the chief while it writes output_dir
+
     def __init__(self, config: TrainerConfig):
         self.config = config
         distribution.split_cpu(config.cpu_devices)
@@ -93,12 +96,24 @@ class Trainer:
         existing = RunConfig.load_if_present(config.output_dir)
         if existing is not None:
             run_config.check_same_run(existing, config.output_dir)
-        if self.chief:
-            os.makedirs(config.output_dir, exist_ok=True)
-            vocabulary.copy_to(config.output_dir)
-            run_config.save(config.output_dir)
         self.vocabulary = vocabulary
         return run_config
+
+    def _write_run_dir(self, run_config: RunConfig) -> None:
+        """Once the model is built (the configuration is valid), the chief locks the run
+        directory against a second trainer, removes partial checkpoint writes a killed
+        save left, and writes the vocabulary and run_config.json. Other workers write
+        nothing there."""
+        if not self.chief:
+            return
+        output_dir = self.config.output_dir
+        self._run_lock = RunLock(output_dir).acquire()
+        existing = RunConfig.load_if_present(output_dir)  # again, now that no one else writes
+        if existing is not None:
+            run_config.check_same_run(existing, output_dir)
+        checkpointing.remove_stale_temp_dirs(output_dir)
+        self.vocabulary.copy_to(output_dir)
+        run_config.save(output_dir)
 
     def _write_dir(self) -> str:
         """Where this worker writes checkpoints: the run directory on the chief, a scratch
@@ -109,6 +124,16 @@ class Trainer:
 
     # Training -----------------------------------------------------------------------
     def run(self) -> Dict[str, float]:
+        """Trains to ``train_steps``; the run directory's lock is released at the end,
+        error or not."""
+        try:
+            return self._train()
+        finally:
+            if self._run_lock is not None:
+                self._run_lock.release()
+                self._run_lock = None
+
+    def _train(self) -> Dict[str, float]:
         config = self.config
         run_config = self._prepare_run_dir()
         with self.strategy.scope():
@@ -116,6 +141,7 @@ class Trainer:
             _build(model)
             optimizer = make_optimizer(self.hparams)
             optimizer.build(model.trainable_variables)
+        self._write_run_dir(run_config)
         # Dropout's seed states are variables too: saving them makes a resumed run draw
         # the same dropout masks as an uninterrupted one.
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
@@ -124,7 +150,8 @@ class Trainer:
         manager = tf.train.CheckpointManager(checkpoint, write_dir,
                                              max_to_keep=config.keep_checkpoint_max,
                                              step_counter=optimizer.iterations)
-        restored = manager.restore_or_initialize()
+        checkpoints = checkpointing.RunCheckpoints(checkpoint, manager)
+        restored = checkpoints.restore()
         start_step = int(optimizer.iterations.numpy())
         if restored:
             print(f"Resuming from {restored} at step {start_step}", flush=True)
@@ -156,7 +183,7 @@ class Trainer:
             if not math.isfinite(loss):
                 raise NonFiniteLossError(
                     f"training loss became {loss} at step {step}; the last good checkpoint "
-                    f"({manager.latest_checkpoint or 'none'}) was kept. Lower the learning rate "
+                    f"({checkpoints.last_good or 'none'}) was kept. Lower the learning rate "
                     f"(--hparams=learning_rate_constant=...) or check the data.")
             line = progress.update(step, stats)
             if line is not None:
@@ -165,7 +192,7 @@ class Trainer:
                     for name, value in progress.last_scalars.items():
                         tf.summary.scalar(name, value)
             if time.monotonic() - last_save >= config.save_checkpoints_secs:
-                manager.save(checkpoint_number=step)
+                checkpoints.save(step)
                 last_save = time.monotonic()
             if config.local_eval_frequency and step % config.local_eval_frequency == 0 \
                     and step < self.train_steps:
@@ -174,7 +201,7 @@ class Trainer:
                     attention.after_step(step, evaluated=True)
             if attention is not None and attention.every_steps:
                 attention.after_step(step)
-        manager.save(checkpoint_number=step)
+        checkpoints.save(step)
         eval_results = self._evaluate(evaluator, eval_writer, step)
         if attention is not None:
             attention.after_step(step, final=True)

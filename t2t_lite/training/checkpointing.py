@@ -1,0 +1,137 @@
+"""The trainer's checkpoints, made to survive damaged files, full disks and killed writes.
+
+``RunCheckpoints(checkpoint, manager)`` wraps the run's ``tf.train.CheckpointManager``:
+
+- ``restore()`` resumes from the latest checkpoint the state file lists; when its files
+  are truncated, fail their checksum or lack the index, it warns naming it and falls back
+  to the newest readable one (every listed checkpoint holds every variable, so a fallback
+  overwrites whatever a failed attempt had already restored). When none is readable it
+  refuses (``NoReadableCheckpoint``) rather than silently starting again from step 0.
+- ``save(step)`` writes ``ckpt-<step>``; a full disk raises ``CheckpointSaveError`` ("no
+  space left on device while saving RUN/ckpt-N; the last good checkpoint is RUN/ckpt-M")
+  after removing what the failed save left.
+
+``remove_stale_temp_dirs(directory)`` deletes the ``ckpt-N_temp/`` directories in which
+TensorFlow writes a checkpoint before merging it into ``ckpt-N.index`` / ``.data-*``: a
+killed or failed save leaves them behind. Call it only while holding the run's lock
+(``run_lock.RunLock``), so that no live save is writing into one.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import List, Optional, Union
+
+import tensorflow as tf
+
+from t2t_lite.errors import UserError
+from t2t_lite.run_loading import CHECKPOINT_DAMAGE_ERRORS, damage_reason
+
+CHECKPOINT_PREFIX = "ckpt"   # CheckpointManager's default: RUN/ckpt-<step>
+_TEMP_DIR = re.compile(re.escape(CHECKPOINT_PREFIX) + r"-\d+_temp(_[0-9a-f]+)?")
+_DISK_FULL = "No space left on device"
+
+
+class CheckpointSaveError(RuntimeError):
+    """A checkpoint could not be written (the disk is full); the run stops."""
+
+
+class NoReadableCheckpoint(UserError):
+    """Every checkpoint the run directory lists is damaged."""
+
+
+class RunCheckpoints:
+    """Restore-with-fallback and save-with-clear-errors over one ``CheckpointManager``.
+
+    ``last_good`` is the newest checkpoint known readable: the restored one, then each
+    one saved by this run.
+    """
+
+    def __init__(self, checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager):
+        self.checkpoint = checkpoint
+        self.manager = manager
+        self.last_good: Optional[str] = None
+
+    def restore(self) -> Optional[str]:
+        """Restores the newest readable checkpoint; returns its prefix, or None when the
+        run has none yet. Warns (stderr) naming each damaged one skipped."""
+        damaged = []
+        for path in self._newest_first():
+            try:
+                self.checkpoint.restore(path)
+            except CHECKPOINT_DAMAGE_ERRORS as error:
+                print(f"warning: checkpoint {path} is damaged and cannot be read "
+                      f"({damage_reason(error)})", file=sys.stderr, flush=True)
+                damaged.append(path)
+                continue
+            if damaged:
+                print(f"warning: resuming from {path}, the newest readable checkpoint, "
+                      f"instead of the damaged {', '.join(damaged)}", file=sys.stderr,
+                      flush=True)
+            self.last_good = path
+            return path
+        if damaged:
+            raise NoReadableCheckpoint(
+                f"{self.manager.directory}: no readable checkpoint ({', '.join(damaged)} "
+                f"are damaged); to start again from step 0, move them and the "
+                f"'checkpoint' state file out of the run directory, or use a new --output_dir")
+        return None
+
+    def save(self, step: int) -> str:
+        """Writes the checkpoint of ``step``; raises ``CheckpointSaveError`` on a full disk."""
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as error:
+            if not is_disk_full(error):
+                raise
+            target = os.path.join(self.manager.directory, f"{CHECKPOINT_PREFIX}-{step}")
+            self._remove_failed_save(target)
+            last = self.last_good or "none: no checkpoint was saved yet"
+            raise CheckpointSaveError(
+                f"no space left on device while saving {target}; the last good checkpoint "
+                f"is {last}. Free space on that disk, then re-run the same command to "
+                f"resume from it") from None
+        self.last_good = path
+        return path
+
+    def _newest_first(self) -> List[str]:
+        listed = [self.manager.latest_checkpoint, *reversed(self.manager.checkpoints)]
+        return list(dict.fromkeys(path for path in listed if path))
+
+    def _remove_failed_save(self, target: str) -> None:
+        """Deletes the temp directory and files of ``target`` unless the state file lists
+        it (then they are an older save of the same step, not this failed one)."""
+        shutil.rmtree(target + "_temp", ignore_errors=True)
+        if target in self.manager.checkpoints:
+            return
+        for path in Path(target).parent.glob(Path(target).name + ".*"):
+            if path.name.endswith(".index") or ".data-" in path.name:
+                path.unlink(missing_ok=True)
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """True for TensorFlow's ``ResourceExhaustedError("...; No space left on device")``
+    and for ``OSError(ENOSPC)``."""
+    if isinstance(error, OSError):
+        return error.errno == errno.ENOSPC
+    return isinstance(error, tf.errors.ResourceExhaustedError) and _DISK_FULL in str(error)
+
+
+def remove_stale_temp_dirs(directory: Union[str, Path]) -> List[Path]:
+    """Removes the ``ckpt-N_temp`` directories a killed or failed save left in
+    ``directory``; prints one line naming them; returns their paths."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    stale = sorted(path for path in directory.iterdir()
+                   if path.is_dir() and _TEMP_DIR.fullmatch(path.name))
+    for path in stale:
+        shutil.rmtree(path)
+    if stale:
+        print(f"Removed {len(stale)} partial checkpoint write(s) left by an interrupted "
+              f"save: {', '.join(path.name for path in stale)}", flush=True)
+    return stale
