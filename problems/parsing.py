@@ -13,9 +13,10 @@ Source = the sentence's words, target = the linearised tree (``t2t_lite.parsing.
 The shared vocabulary is SentencePiece BPE in which every bracket token of the training
 targets (``(NP``, ``)NP``, ...) and the placeholder ``XX`` is a user-defined symbol, so a
 target is exactly one id per linearised token and ``detokenize(tokenize(target)) ==
-target``. Decoded outputs are repaired into a bracketed tree over the input words
-(``postprocess_decode``); gold ``.mrg`` files are read as linearised references
-(``read_references``).
+target``. Beam and greedy search emit only well-formed trees over the input words
+(``decode_constraint``); repair into a bracketed tree over the input words stays as a
+counted fallback (``postprocess_decode``, ``postprocess_report``); gold ``.mrg`` files are
+read as linearised references (``read_references``).
 """
 from __future__ import annotations
 
@@ -23,13 +24,14 @@ import io
 import os
 import random
 from pathlib import Path
-from typing import ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import ClassVar, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import sentencepiece as spm
 
 from t2t_lite.data.problem import Problem, VocabSpec
 from t2t_lite.data.raw import RawDataError, TextPair
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, UNK_ID, SentencePieceVocab
+from t2t_lite.parsing.constraint import TreeConstraint
 from t2t_lite.parsing.linearize import PLACEHOLDER, RepairReport, linearize, repair
 from t2t_lite.parsing.treebank import (WSJ_LAYOUT, find_wsj_files, format_numbers,
                                        read_trees, tree_pairs)
@@ -65,6 +67,17 @@ def repair_to_bracketed(source: str, hypothesis: str) -> Tuple[str, RepairReport
         return "", RepairReport(sentences=1)
     tree, report = repair(hypothesis, words)
     return tree.to_string(), report
+
+
+def repair_summary(sources: Sequence[str], hypotheses: Sequence[str]) -> str:
+    """``repaired k of n outputs (kind=count, ...)`` over the non-blank ``sources``."""
+    reports = [repair_to_bracketed(source, hypothesis)[1]
+               for source, hypothesis in zip(sources, hypotheses) if source.split()]
+    total = RepairReport.aggregate(reports)
+    counts = ", ".join(f"{kind}={getattr(total, kind)}" for kind in RepairReport.REPAIR_KINDS
+                       if getattr(total, kind))
+    return (f"repaired {total.repaired_sentences} of {total.sentences} outputs"
+            + (f" ({counts})" if counts else ""))
 
 
 def _bracket_symbols(text: str) -> Iterator[str]:
@@ -145,6 +158,16 @@ class ParsingProblem(Problem):
         """The decoded linearisation repaired into a one-line bracketed tree over exactly
         the words of ``source`` (see ``repair_to_bracketed``)."""
         return repair_to_bracketed(source, hypothesis)[0]
+
+    def decode_constraint(self, vocabulary) -> TreeConstraint:
+        """Beam and greedy search emit only well-formed trees over the input's words
+        (``t2t_lite.parsing.constraint``)."""
+        return TreeConstraint.from_vocabulary(vocabulary)
+
+    def postprocess_report(self, sources, hypotheses) -> str:
+        """``repaired k of n outputs`` (and the repairs by kind): outputs that were not
+        already a well-formed tree over their input words (blank inputs not counted)."""
+        return repair_summary(sources, hypotheses)
 
     def read_references(self, path) -> List[str]:
         """Linearised gold trees, in order, from a ``.mrg`` file, a file of one bracketed
