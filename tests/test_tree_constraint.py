@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.data.problem import get_problem
-from t2t_lite.data.vocab import EOS_ID
+from t2t_lite.data.vocab import EOS_ID, load_vocabulary
 from t2t_lite.decoding import beam_search, greedy_search
 from t2t_lite.decoding.translator import Translator
 from t2t_lite.models.transformer import Transformer
@@ -237,3 +237,89 @@ def test_greedy_agrees_whenever_its_unconstrained_output_is_valid():
                 np.testing.assert_array_equal(ids[row, 0], free_ids[row, 0])
                 assert scores[row, 0] == pytest.approx(free_scores[row, 0], rel=1e-6)
     assert 0 < valid < 18   # both cases occurred
+
+
+# The real Transformer and a SentencePiece parsing vocabulary -------------------------
+TREES = ["(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S",
+         "(S (NP XX )NP (VP XX (PP XX (NP XX XX )NP )PP )VP )S",
+         "(NP (NP XX XX )NP (PP XX (NP XX )NP )PP )NP"]
+SENTENCES = ["The dog barks .", "a", "Pierre Vinken , 61 years old , will join the board",
+             "(hi) there  friend", "Ünïcode wörds ok"]
+
+
+@pytest.fixture(scope="module")
+def parsing_model(tmp_path_factory):
+    """(vocabulary, random Transformer). The vocabulary is loaded after the seed is set:
+    setting it clears the eager kernel cache that holds the tokenizer's resource."""
+    from t2t_lite.problems.parsing import train_parsing_vocab
+    keras.utils.set_random_seed(11)
+    texts = TREES + ["The dog barks at the board .", "Pierre Vinken will join the board ."]
+    path = tmp_path_factory.mktemp("vocab") / "v.spm.model"
+    size = train_parsing_vocab(texts * 30, path, 400).vocab_size
+    hparams = registry.hparams("transformer_tiny", "num_hidden_layers=1,hidden_size=32,"
+                               "filter_size=64,num_heads=2,max_length=64")
+    model = Transformer(hparams, size)
+    two_tokens = tf.ones([1, 2], tf.int32)   # a call records the inputs export needs
+    model({"inputs": two_tokens, "targets": two_tokens}, training=False)
+    return load_vocabulary(path), model
+
+
+@pytest.fixture(scope="module")
+def parsing_vocab(parsing_model):
+    return parsing_model[0]
+
+
+@pytest.fixture(scope="module")
+def random_transformer(parsing_model):
+    return parsing_model[1]
+
+
+def assert_trees_over_words(outputs, sentences):
+    for output, sentence in zip(outputs, sentences):
+        delinearize(output.split(), sentence.split())  # raises unless well formed
+
+
+def test_parsing_problems_constrain_and_translation_does_not(parsing_vocab):
+    machine = get_problem("parsing_english_ptb_sample").decode_constraint(parsing_vocab)
+    assert isinstance(machine, TreeConstraint) and {"S", "NP", "VP", "PP"} <= set(machine.labels)
+    ids = tf.ragged.constant([row + [EOS_ID] for row in parsing_vocab.encode_batch(SENTENCES)])
+    ids = ids.to_tensor()
+    assert machine.word_counts(ids).numpy().tolist() == [len(s.split()) for s in SENTENCES]
+    assert get_problem("translate_ende_numbers").decode_constraint(parsing_vocab) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("beam_size,jit_compile", [(1, False), (3, False), (3, True)])
+def test_translator_emits_only_trees_with_a_random_transformer(parsing_vocab, random_transformer,
+                                                                beam_size, jit_compile):
+    # jit_compile=True uses the preallocated self-attention cache, False the growing one.
+    options = dict(beam_size=beam_size, alpha=0.3, extra_length=30, jit_compile=jit_compile)
+    machine = TreeConstraint.from_vocabulary(parsing_vocab)
+    outputs = Translator(random_transformer, parsing_vocab, constraint=machine,
+                         **options).translate(SENTENCES)
+    assert_trees_over_words(outputs, SENTENCES)
+    free = Translator(random_transformer, parsing_vocab, **options).translate(SENTENCES)
+    with pytest.raises(LinearizationError):
+        assert_trees_over_words(free, SENTENCES)
+
+
+@pytest.mark.slow
+def test_exported_savedmodel_emits_only_trees(parsing_vocab, random_transformer, tmp_path):
+    from t2t_lite.decoding.config import DecodeHParams
+    from t2t_lite.export import export_translator
+    hp = DecodeHParams(beam_size=3, alpha=0.3, extra_length=30)
+    path = export_translator(random_transformer, parsing_vocab, hp, tmp_path / "export",
+                             constraint=TreeConstraint.from_vocabulary(parsing_vocab))
+    serve = tf.saved_model.load(str(path)).signatures["serving_default"]
+    outputs = serve(sentences=tf.constant(SENTENCES))["translations"].numpy()
+    assert_trees_over_words([o.decode("utf-8") for o in outputs], SENTENCES)
+
+
+def test_repair_summary_counts_outputs_that_needed_repair():
+    from t2t_lite.problems.parsing import repair_summary
+    problem = get_problem("parsing_english_ptb_sample")
+    sources = ["The dog barks", "a", "   ", "b c"]
+    hypotheses = ["(S (NP XX XX )NP (VP XX )VP )S", "(S XX", "", "(S XX XX )S"]
+    assert repair_summary(sources, hypotheses) == "repaired 1 of 3 outputs (unclosed_brackets=1)"
+    assert problem.postprocess_report(sources[:1], hypotheses[:1]) == "repaired 0 of 1 outputs"
+    assert get_problem("translate_ende_numbers").postprocess_report(sources, hypotheses) is None
