@@ -118,7 +118,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                           dtype=tf.bool)                               # [V]
     row_offsets = tf.range(batch, dtype=tf.int32)[:, None] * k         # [b, 1]
     max_penalty = length_penalty(decode_length, alpha)                 # [b]
-    row_decode_length = tf.repeat(decode_length, k)                     # [b*k]
+    if constraint is not None:
+        row_decode_length = tf.repeat(decode_length, k)                 # [b*k]
 
     def step(i, alive_seq, alive_log_probs, alive_last, finished_seq, finished_scores,
              finished_flags, steps, done, states, constraint_state):
