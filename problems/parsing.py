@@ -13,11 +13,13 @@ Source = the sentence's words, target = the linearised tree (``t2t_lite.parsing.
 The shared vocabulary is SentencePiece BPE in which every bracket token of the training
 targets (``(NP``, ``)NP``, ...) and the placeholder ``XX`` is a user-defined symbol, so a
 target is exactly one id per linearised token and ``detokenize(tokenize(target)) ==
-target``. Decoded outputs are repaired into a bracketed tree over the input words
-(``postprocess_decode``). Scores are EVALB's (``COLLINS.prm``) against gold trees with their
-POS tags: ``--decode_reference`` reads ``.mrg`` files or one-tree-a-line files
-(``read_references``), and datagen writes each dev/test split's gold trees to
-``<problem>-<split>.gold.txt`` for the trainer's evaluation (``eval_references``).
+target``. Beam and greedy search emit only well-formed trees over the input words
+(``decode_constraint``); repair into a bracketed tree over the input words stays as a
+counted fallback (``postprocess_decode``, ``postprocess_report``). Scores are EVALB's
+(``COLLINS.prm``) against gold trees with their POS tags: ``--decode_reference`` reads
+``.mrg`` files or one-tree-a-line files (``read_references``), and datagen writes each
+dev/test split's gold trees to ``<problem>-<split>.gold.txt`` for the trainer's
+evaluation (``eval_references``).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ import io
 import os
 import random
 from pathlib import Path
-from typing import ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import ClassVar, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import sentencepiece as spm
 
@@ -33,6 +35,7 @@ from t2t_lite.data.problem import Problem, VocabSpec, eval_text
 from t2t_lite.data.raw import RawDataError, TextPair
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, UNK_ID, SentencePieceVocab
 from t2t_lite.errors import UserError
+from t2t_lite.parsing.constraint import TreeConstraint
 from t2t_lite.parsing.evalb_files import GOLD_SUFFIX, evalb_gold_tree, read_gold_trees
 from t2t_lite.parsing.linearize import PLACEHOLDER, RepairReport, repair
 from t2t_lite.parsing.treebank import (WSJ_LAYOUT, find_wsj_files, format_numbers,
@@ -70,6 +73,17 @@ def repair_to_bracketed(source: str, hypothesis: str) -> Tuple[str, RepairReport
         return "", RepairReport(sentences=1)
     tree, report = repair(hypothesis, words)
     return tree.to_string(), report
+
+
+def repair_summary(sources: Sequence[str], hypotheses: Sequence[str]) -> str:
+    """``repaired k of n outputs (kind=count, ...)`` over the non-blank ``sources``."""
+    reports = [repair_to_bracketed(source, hypothesis)[1]
+               for source, hypothesis in zip(sources, hypotheses) if source.split()]
+    total = RepairReport.aggregate(reports)
+    counts = ", ".join(f"{kind}={getattr(total, kind)}" for kind in RepairReport.REPAIR_KINDS
+                       if getattr(total, kind))
+    return (f"repaired {total.repaired_sentences} of {total.sentences} outputs"
+            + (f" ({counts})" if counts else ""))
 
 
 def _bracket_symbols(text: str) -> Iterator[str]:
@@ -150,6 +164,16 @@ class ParsingProblem(Problem):
         """The decoded linearisation repaired into a one-line bracketed tree over exactly
         the words of ``source`` (see ``repair_to_bracketed``)."""
         return repair_to_bracketed(source, hypothesis)[0]
+
+    def decode_constraint(self, vocabulary) -> TreeConstraint:
+        """Beam and greedy search emit only well-formed trees over the input's words
+        (``t2t_lite.parsing.constraint``)."""
+        return TreeConstraint.from_vocabulary(vocabulary)
+
+    def postprocess_report(self, sources, hypotheses) -> str:
+        """``repaired k of n outputs`` (and the repairs by kind): outputs that were not
+        already a well-formed tree over their input words (blank inputs not counted)."""
+        return repair_summary(sources, hypotheses)
 
     def read_references(self, path) -> List[str]:
         """Gold trees for ``--decode_reference``, in order, one line each under a ``TOP``

@@ -20,8 +20,10 @@ only) sentence gives ``""`` with score 0. Loading needs only
     translate(sentences=tf.constant(["twenty-one"]))["translations"]
 
 ``export_dir/t2t_lite_export.json`` records the problem, checkpoint and decode hparams.
-Problem-specific post-processing (``Problem.postprocess_decode``, e.g. parse-tree repair)
-is Python and is not part of the export.
+The problem's search constraint (``Problem.decode_constraint``: parsing emits only
+well-formed trees over the input words) is part of the graph; problem-specific
+post-processing (``Problem.postprocess_decode``, e.g. the bracketed tree with its words) is
+Python and is not part of the export.
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ EXPORT_INFO_FILE = "t2t_lite_export.json"
 class TranslationModule(tf.Module):
     """The exported object: the model's variables, the vocabulary and ``serve``."""
 
-    def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams):
+    def __init__(self, model, vocabulary: Vocabulary, decode_hparams: DecodeHParams,
+                 constraint=None):
         super().__init__(name="t2t_lite_translation")
         self.model = model
         self.vocabulary = vocabulary
@@ -51,7 +54,7 @@ class TranslationModule(tf.Module):
             model, vocabulary, beam_size=decode_hparams.beam_size, alpha=decode_hparams.alpha,
             extra_length=decode_hparams.extra_length,
             max_input_length=decode_hparams.max_input_length,
-            return_beams=decode_hparams.return_beams)
+            return_beams=decode_hparams.return_beams, constraint=constraint)
         self.max_input_length = self._translator.max_input_length
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
@@ -74,13 +77,15 @@ class TranslationModule(tf.Module):
 
 
 def export_translator(model, vocabulary: Vocabulary, decode_hparams: DecodeHParams,
-                      export_dir: Union[str, Path], info: Dict[str, Any] = None) -> Path:
-    """Writes the SavedModel into ``export_dir`` (which must not hold one already)."""
+                      export_dir: Union[str, Path], info: Dict[str, Any] = None,
+                      constraint=None) -> Path:
+    """Writes the SavedModel into ``export_dir`` (which must not hold one already);
+    ``constraint`` (``Problem.decode_constraint``) restricts its search as the decoder's."""
     export_dir = Path(export_dir)
     if export_dir.exists() and any(export_dir.iterdir()):
         raise UserError(f"--export_dir={export_dir} is not empty; choose a new "
                         f"directory (an export is never overwritten)")
-    module = TranslationModule(model, vocabulary, decode_hparams)
+    module = TranslationModule(model, vocabulary, decode_hparams, constraint)
     signature = module.serve.get_concrete_function()
     tf.saved_model.save(module, str(export_dir), signatures={"serving_default": signature})
     record = dict(info or {})

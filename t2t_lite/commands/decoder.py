@@ -15,6 +15,8 @@ model's ``hparams.max_length``) is truncated, with a warning naming the line; a 
 is not valid UTF-8 is decoded with U+FFFD for its bad bytes, with a warning naming the
 line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; with
 ``return_beams=true`` it is ``beam_size`` tab-separated ``hypothesis<TAB>score`` pairs.
+The search obeys ``problem.decode_constraint`` (parsing: well-formed trees only), and
+``problem.postprocess_report`` goes to stderr (parsing: ``repaired k of n outputs``).
 
 ``--decode_reference=FILE`` scores the raw hypotheses against ``problem.read_references``
 with the problem's metrics (BLEU: sacreBLEU's score and signature; parsing: EVALB's
@@ -113,7 +115,8 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     translator = Translator(model, vocabulary, beam_size=hp.beam_size, alpha=hp.alpha,
                             extra_length=hp.extra_length, max_input_length=hp.max_input_length,
                             return_beams=hp.return_beams, jit_compile=args.jit_compile,
-                            batch_size=hp.batch_size)
+                            batch_size=hp.batch_size,
+                            constraint=problem.decode_constraint(vocabulary))
     todo = [index for index, text in enumerate(sources) if not is_blank(text)]
     encoded, truncations = translator.encode([sources[index] for index in todo])
     warn_lines((f"{source_name}: line {todo[cut.index] + 1}: {cut.num_tokens} tokens (EOS "
@@ -141,6 +144,9 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
           f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
           f"[{hp.to_string()}]", file=sys.stderr)
+    report = problem.postprocess_report(sources, hypotheses)
+    if report:
+        print(report, file=sys.stderr)
 
     if args.attention_dir:
         from t2t_lite.monitoring.html_report import write_decoder_attention

@@ -53,7 +53,8 @@ def run(args: argparse.Namespace):
     path = export_translator(model, vocabulary, hp, args.export_dir,
                              info={"problem": run_config.problem, "model": run_config.model,
                                    "hparams_set": run_config.hparams_set,
-                                   "checkpoint": checkpoint})
+                                   "checkpoint": checkpoint},
+                             constraint=problem.decode_constraint(vocabulary))
     print(f"exported {checkpoint} to {path} [{hp.to_string()}]")
     return path
 

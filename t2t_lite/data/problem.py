@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import ClassVar, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import (ClassVar, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from t2t_lite.data import datagen
 from t2t_lite.data.raw import RawFile, TextPair
@@ -137,6 +138,17 @@ class Problem:
         """The line the decoder writes for ``hypothesis`` (the raw detokenised model output)
         of ``source``; identity here (parsing repairs it into a tree)."""
         return hypothesis
+
+    def decode_constraint(self, vocabulary: Vocabulary):
+        """What the search may emit (a ``SearchConstraint`` over ``vocabulary``'s ids, built
+        once per ``Translator``), or None for no restriction (here: none)."""
+        return None
+
+    def postprocess_report(self, sources: Sequence[str],
+                           hypotheses: Sequence[str]) -> Optional[str]:
+        """One line about what ``postprocess_decode`` had to change over a whole decode
+        (parsing: ``repaired k of n outputs``), or None when there is nothing to say."""
+        return None
 
     def read_references(self, path: Union[str, Path]) -> List[str]:
         """References for ``--decode_reference``, one per input line, compared with the raw

@@ -22,10 +22,16 @@ the largest length penalty it could still get, ``length_penalty(decode_length, a
 an upper bound on any score it can reach (log-probabilities only fall, and the penalty
 grows with length for ``alpha >= 0``). A done sentence is frozen, so its result does not
 depend on the other sentences of the batch; the loop ends when every sentence is done.
+
+An optional ``constraint`` (a ``SearchConstraint``, e.g. parsing's ``TreeConstraint``)
+restricts the extensions: each step, tokens it does not allow for a hypothesis get
+``NEG_INF`` (the allowed ones keep the model's log-probabilities, so a hypothesis scores the
+same with or without the constraint), and its state follows the surviving hypotheses like
+the model's states. Without one the graph is the unconstrained search's.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Protocol, Tuple
 
 import tensorflow as tf
 
@@ -35,6 +41,21 @@ import tensorflow as tf
 NEG_INF = -1e9
 
 SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], Tuple[tf.Tensor, Any]]
+
+
+class SearchConstraint(Protocol):
+    """Which tokens each hypothesis may emit next; its state is a dict of [n, ...] tensors."""
+
+    def allowed(self, state: Any, budget: tf.Tensor) -> tf.Tensor:
+        """bool [n, V]; ``budget`` int32 [n]: tokens the row may still emit, EOS included."""
+
+    def update(self, state: Any, tokens: tf.Tensor) -> Any:
+        """The state after each row emitted ``tokens`` int32 [n]."""
+
+
+def constrain(log_probs, constraint: SearchConstraint, state: Any, budget) -> tf.Tensor:
+    """``log_probs`` [n, V] with the tokens ``constraint`` forbids set to ``NEG_INF``."""
+    return tf.where(constraint.allowed(state, budget), log_probs, NEG_INF)
 
 
 def length_penalty(length, alpha: float) -> tf.Tensor:
@@ -52,7 +73,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                 states: Any = None,
                 eos_id: int = 1,
                 stop_early: bool = True,
-                max_length: Optional[int] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+                max_length: Optional[int] = None,
+                constraint: Optional[SearchConstraint] = None,
+                constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
     """Beam search over ``b`` sentences; returns every sentence's ``k`` hypotheses, best first.
 
     Args:
@@ -74,6 +97,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         False decodes every sentence to its ``decode_length`` (exact N-best lists).
       max_length: ``T``, the static length of the id buffers (required under XLA when
         ``decode_length`` is not a constant); default: max(decode_length).
+      constraint: restricts each step's tokens (see the module doc); None = no restriction.
+      constraint_state: its initial state, tensors with leading dim b (tiled to b*k).
 
     Returns:
       ids: int32 [b, k, T], without the initial id, EOS-terminated, 0 after EOS.
@@ -93,13 +118,18 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                           dtype=tf.bool)                               # [V]
     row_offsets = tf.range(batch, dtype=tf.int32)[:, None] * k         # [b, 1]
     max_penalty = length_penalty(decode_length, alpha)                 # [b]
+    if constraint is not None:
+        row_decode_length = tf.repeat(decode_length, k)                 # [b*k]
 
     def step(i, alive_seq, alive_log_probs, alive_last, finished_seq, finished_scores,
-             finished_flags, steps, done, states):
+             finished_flags, steps, done, states, constraint_state):
         # alive_seq [b,k,T], alive_log_probs [b,k], alive_last [b,k], finished_seq [b,k,T],
         # finished_scores [b,k], finished_flags [b,k] bool, steps [b], done [b] bool.
         logits, new_states = symbols_to_logits_fn(tf.reshape(alive_last, [-1]), i, states)
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        if constraint is not None:
+            log_probs = constrain(log_probs, constraint, constraint_state,
+                                  row_decode_length - i)
         log_probs = tf.maximum(tf.reshape(log_probs, [batch, k, vocab_size]), NEG_INF)
         last_position = (i + 1 >= decode_length)[:, None, None]         # [b,1,1]
         log_probs = tf.where(last_position & ~eos_mask, NEG_INF, log_probs)
@@ -125,6 +155,11 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         origin = tf.gather(top_beam, choice, batch_dims=1) + row_offsets  # rows of b*k
         new_states = tf.nest.map_structure(
             lambda state: tf.gather(state, tf.reshape(origin, [-1])), new_states)
+        if constraint is not None:
+            constraint_state = constraint.update(
+                tf.nest.map_structure(lambda state: tf.gather(state, tf.reshape(origin, [-1])),
+                                      constraint_state),
+                tf.reshape(new_alive_last, [-1]))
 
         # Finished: the k best of the old finished and the candidates ending in EOS that
         # rank among the k best candidates (so that beam 1 is greedy).
@@ -158,10 +193,10 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
             alive_bound = tf.reduce_max(alive_log_probs, axis=1) / max_penalty
             now_done |= tf.reduce_any(finished_flags, axis=1) & (best_finished >= alive_bound)
         return (i + 1, alive_seq, alive_log_probs, alive_last, finished_seq,
-                finished_scores, finished_flags, steps, now_done, new_states)
+                finished_scores, finished_flags, steps, now_done, new_states, constraint_state)
 
     def not_done(i, *loop_vars):
-        done = loop_vars[-2]
+        done = loop_vars[-3]
         return (i < max_length) & ~tf.reduce_all(done)
 
     initial_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1])
@@ -176,9 +211,10 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         tf.zeros([batch], tf.int32),
         tf.zeros([batch], tf.bool),
         tile_beams(states, k),
+        tile_beams({} if constraint is None else constraint_state, k),
     )
     (_, alive_seq, alive_log_probs, _, finished_seq, finished_scores, finished_flags,
-     steps, _, _) = tf.while_loop(not_done, step, loop_vars,
+     steps, _, _, _) = tf.while_loop(not_done, step, loop_vars,
                                   shape_invariants=loop_shape_invariants(loop_vars))
 
     finished_scores = tf.where(finished_flags, finished_scores, -float("inf"))

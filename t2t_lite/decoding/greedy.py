@@ -4,7 +4,8 @@ Each step feeds the last chosen token (``initial_ids`` at step 0) to
 ``symbols_to_logits_fn(ids [b], step, states) -> (logits [b, V], states)`` and appends the
 most probable token; a sentence ends at EOS, and at its last position
 (``decode_length - 1``) EOS is the only choice. ``beam_search`` with ``beam_size=1`` and
-``alpha=0`` returns the same ids and scores.
+``alpha=0`` returns the same ids and scores, with or without a ``constraint`` (tokens it
+forbids are never chosen; see ``beam_search``).
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 
-from t2t_lite.decoding.beam_search import (NEG_INF, SymbolsToLogitsFn, _decode_lengths,
-                                           length_penalty, loop_shape_invariants)
+from t2t_lite.decoding.beam_search import (NEG_INF, SearchConstraint, SymbolsToLogitsFn,
+                                           _decode_lengths, constrain, length_penalty,
+                                           loop_shape_invariants)
 
 
 def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
@@ -23,7 +25,9 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                   states: Any = None,
                   eos_id: int = 1,
                   alpha: float = 0.0,
-                  max_length: Optional[int] = None) -> Tuple[tf.Tensor, tf.Tensor]:
+                  max_length: Optional[int] = None,
+                  constraint: Optional[SearchConstraint] = None,
+                  constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
     """Argmax decoding of ``b`` sentences.
 
     Args:
@@ -37,6 +41,8 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       eos_id: the end-of-sentence id.
       alpha: length-penalty exponent for the returned score (the choice ignores it).
       max_length: ``T``, the static length of the id buffer; default max(decode_length).
+      constraint: restricts each step's tokens; None = no restriction.
+      constraint_state: its initial state, tensors with leading dim b.
 
     Returns:
       ids: int32 [b, T], without the initial id, EOS-terminated, 0 after EOS.
@@ -51,11 +57,13 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     positions = tf.range(max_length, dtype=tf.int32)
     eos_mask = tf.one_hot(eos_id, vocab_size, on_value=True, off_value=False, dtype=tf.bool)
 
-    def step(i, ids, last, log_prob, steps, done, states):
+    def step(i, ids, last, log_prob, steps, done, states, constraint_state):
         # ids [b,T], last [b], log_prob [b], steps [b], done [b] bool.
         logits, states = symbols_to_logits_fn(last, i, states)
-        log_probs = tf.maximum(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1),
-                               NEG_INF)                                   # [b,V]
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        if constraint is not None:
+            log_probs = constrain(log_probs, constraint, constraint_state, decode_length - i)
+        log_probs = tf.maximum(log_probs, NEG_INF)                        # [b,V]
         last_position = (i + 1 >= decode_length)[:, None]
         log_probs = tf.where(last_position & ~eos_mask, NEG_INF, log_probs)
         token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
@@ -65,14 +73,17 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         log_prob = tf.where(active, log_prob + token_log_prob, log_prob)
         steps = steps + tf.cast(active, tf.int32)
         done = done | tf.equal(token, eos_id) | (i + 1 >= decode_length)
-        return i + 1, ids, token, log_prob, steps, done, states
+        if constraint is not None:
+            constraint_state = constraint.update(constraint_state, token)
+        return i + 1, ids, token, log_prob, steps, done, states, constraint_state
 
-    def not_done(i, ids, last, log_prob, steps, done, states):
+    def not_done(i, ids, last, log_prob, steps, done, states, constraint_state):
         return (i < max_length) & ~tf.reduce_all(done)
 
     loop_vars = (tf.constant(0, tf.int32), tf.zeros([batch, max_length], tf.int32),
                  initial_ids, tf.zeros([batch], tf.float32), tf.zeros([batch], tf.int32),
-                 tf.zeros([batch], tf.bool), states)
-    _, ids, _, log_prob, steps, _, _ = tf.while_loop(
+                 tf.zeros([batch], tf.bool), states,
+                 {} if constraint is None else constraint_state)
+    _, ids, _, log_prob, steps, _, _, _ = tf.while_loop(
         not_done, step, loop_vars, shape_invariants=loop_shape_invariants(loop_vars))
     return ids, log_prob / length_penalty(steps, alpha)

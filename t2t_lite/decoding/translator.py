@@ -12,7 +12,8 @@ is traced once per bucket. A sentence of ``n`` tokens (EOS included) may produce
 ``n + extra_length`` tokens (EOS included), as the paper decodes. Beam size 1 is greedy
 search; otherwise ``beam_search`` with GNMT's length penalty ``alpha``. With
 ``return_beams`` the search does not stop early, so every one of the ``beam_size``
-hypotheses is final (an N-best list).
+hypotheses is final (an N-best list). A ``constraint`` (e.g. parsing's ``TreeConstraint``,
+from ``Problem.decode_constraint``) restricts both searches to outputs it allows.
 
 ``translate_ids`` is one ``tf.function`` over any ``[b, s]`` batch (``s`` padded in the graph
 to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel.
@@ -28,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
-from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.beam_search import SearchConstraint, beam_search
 from t2t_lite.decoding.greedy import greedy_search
 from t2t_lite.errors import UserError
 
@@ -75,11 +76,14 @@ class Translator:
       jit_compile: compile the search with XLA (batch rows are then padded to powers of two
         so that few shapes are compiled).
       batch_size: source tokens (padded) per batch.
+      constraint: restricts the search (``initial_state(inputs [b, L], decode_length [b])``,
+        ``allowed``, ``update``); None = unconstrained.
     """
 
     def __init__(self, model, vocabulary: Vocabulary, beam_size: int = 4, alpha: float = 0.6,
                  extra_length: int = 50, max_input_length: int = 0, return_beams: bool = False,
-                 jit_compile: bool = False, batch_size: int = 4096):
+                 jit_compile: bool = False, batch_size: int = 4096,
+                 constraint: Optional[SearchConstraint] = None):
         if beam_size < 1 or extra_length < 0 or alpha < 0 or batch_size < 1:
             raise UserError(f"Translator needs beam_size >= 1, extra_length >= 0, alpha >= 0 "
                             f"and batch_size >= 1; got beam_size={beam_size}, extra_length="
@@ -92,6 +96,7 @@ class Translator:
         self.return_beams = bool(return_beams)
         self.jit_compile = bool(jit_compile)
         self.batch_size = int(batch_size)
+        self.constraint = constraint
         hparams = model.hparams
         self.max_input_length = int(max_input_length or hparams.max_length)
         # Learned positions exist only up to max_length: inputs and outputs must fit.
@@ -140,10 +145,16 @@ class Translator:
         cache = self.model.initial_decode_cache(memory, memory_mask,
                                                 max_length if self.jit_compile else 0)
         start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
+        constrained = {}
+        if self.constraint is not None:
+            constrained = dict(constraint=self.constraint,
+                               constraint_state=self.constraint.initial_state(inputs,
+                                                                              decode_length))
         if self.beam_size == 1:
             ids, scores = greedy_search(self.model.decode_step, start, decode_length,
                                         self.vocab_size, states=cache, eos_id=EOS_ID,
-                                        alpha=self.alpha, max_length=max_length)
+                                        alpha=self.alpha, max_length=max_length,
+                                        **constrained)
             return ids[:, None, :], scores[:, None]
         step_fn = self.model.decode_step
         if hasattr(self.model, "split_memory_cache"):
@@ -152,7 +163,8 @@ class Translator:
             step_fn = self.model.beam_decode_step(constants, self.beam_size)
         return beam_search(step_fn, start, self.beam_size, decode_length,
                            self.vocab_size, self.alpha, states=cache, eos_id=EOS_ID,
-                           stop_early=not self.return_beams, max_length=max_length)
+                           stop_early=not self.return_beams, max_length=max_length,
+                           **constrained)
 
     def _bucket_fn(self, length: int) -> Callable:
         """The search traced for inputs [None, length] (traced on first use)."""

@@ -94,7 +94,8 @@ class AttentionMonitor:
             from t2t_lite.decoding.translator import Translator
             self._translator = Translator(
                 self.model, self.vocabulary, beam_size=1, extra_length=self.config.max_tokens,
-                max_input_length=self.max_input_length)
+                max_input_length=self.max_input_length,
+                constraint=self.problem.decode_constraint(self.vocabulary))
         return self._translator.translate([probe.source for probe in probes])
 
     def records(self) -> List[AttentionRecord]:

@@ -77,7 +77,8 @@ class Evaluator:
         translator = Translator(self.model, self.vocabulary, beam_size=self.beam_size,
                                 alpha=self.problem.decode_defaults.get("alpha", 0.6),
                                 extra_length=self.problem.decode_defaults.get("extra_length", 50),
-                                max_input_length=self.hparams.max_length)
+                                max_input_length=self.hparams.max_length,
+                                constraint=self.problem.decode_constraint(self.vocabulary))
         hypotheses: List[str] = translator.translate(sources)
         return score_texts(self.problem.eval_metrics, hypotheses, references, sources)
 

@@ -1,0 +1,58 @@
+"""Constrained decoding with a model trained briefly on the Penn Treebank WSJ sample: the
+trainer's greedy evaluation, the decoder's beam search and the Translator emit only
+well-formed trees over exactly the input words, so no output needs repair."""
+import pytest
+
+from t2t_lite.commands import decoder, trainer
+from t2t_lite.data.problem import get_problem
+from t2t_lite.decoding.translator import Translator
+from t2t_lite.parsing.linearize import LinearizationError, delinearize
+from t2t_lite.parsing.trees import Tree
+from t2t_lite.problems.parsing import escape_word
+from t2t_lite.run_loading import load_trained_model
+
+SAMPLE = "parsing_english_ptb_sample"
+SENTENCES = 8
+
+
+def is_tree_over(linearised, sentence):
+    try:
+        delinearize(linearised.split(), sentence.split())
+    except LinearizationError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_briefly_trained_parser_needs_no_repair(ptb_sample_dir, tmp_path, capsys):
+    data, run = tmp_path / "data", tmp_path / "run"
+    get_problem(SAMPLE).generate_data(data, ptb_sample_dir, download=False)
+    assert trainer.main([f"--problem={SAMPLE}", "--hparams_set=transformer_parsing_tiny",
+                         f"--data_dir={data}", f"--output_dir={run}", "--train_steps=100",
+                         "--local_eval_frequency=0", f"--eval_bleu_sentences={SENTENCES}",
+                         "--attention_probes=0"]) == 0
+    # The trainer's evaluation decodes greedily, constrained: nothing to repair.
+    assert "parse_repaired_sentences=0" in capsys.readouterr().out
+
+    test_source = data / f"{SAMPLE}-test.source.txt"
+    sources = test_source.read_text().splitlines()[:SENTENCES]
+    (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
+    assert decoder.main([f"--output_dir={run}", f"--decode_from_file={tmp_path / 'in.txt'}",
+                         f"--decode_to_file={tmp_path / 'out.txt'}",
+                         "--decode_hparams=beam_size=4,extra_length=100"]) == 0
+    assert f"repaired 0 of {SENTENCES} outputs" in capsys.readouterr().err
+    trees = (tmp_path / "out.txt").read_text().splitlines()
+    assert len(trees) == SENTENCES
+    for tree, sentence in zip(trees, sources):
+        assert Tree.from_string(tree).words() == [escape_word(w) for w in sentence.split()]
+
+    # Constrained greedy agrees with unconstrained greedy wherever that one is a valid tree.
+    _, problem, model, vocabulary = load_trained_model(run)
+    options = dict(beam_size=1, extra_length=100)
+    constrained = Translator(model, vocabulary, constraint=problem.decode_constraint(vocabulary),
+                             **options).translate(sources)
+    free = Translator(model, vocabulary, **options).translate(sources)
+    for mine, theirs, sentence in zip(constrained, free, sources):
+        assert is_tree_over(mine, sentence)
+        if is_tree_over(theirs, sentence):
+            assert mine == theirs
