@@ -267,3 +267,61 @@ def test_a_lost_worker_ends_the_other_with_an_error_and_both_resume(numbers_data
         assert code == 0, stderr[-3000:]
         assert f"at step {lost_at}" in stdout and "step=20" in stdout
     assert_same_weights(run, two_worker_reference)
+
+
+# Pieces, in process ------------------------------------------------------------------
+@pytest.mark.parametrize("pipelines, replicas, expected", [(1, 1, 1), (1, 2, 2), (2, 2, 1),
+                                                          (2, 4, 2)])
+def test_a_pipeline_skips_one_batch_per_replica_it_feeds(pipelines, replicas, expected):
+    from t2t_lite.training.trainer import _batches_per_pipeline
+    context = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=0,
+                                         num_replicas_in_sync=replicas)
+    assert _batches_per_pipeline(context) == expected
+
+
+def test_sigterm_is_caught_only_while_armed_and_the_old_handler_comes_back():
+    from t2t_lite.training.preemption import StopOnSignal
+    caught = []
+    previous = signal.signal(signal.SIGTERM, lambda *args: caught.append("old"))
+    try:
+        with StopOnSignal(tf.distribute.get_strategy(), multi_worker=False) as stop:
+            os.kill(os.getpid(), signal.SIGTERM)  # not armed yet: the old handler runs
+            assert caught == ["old"] and not stop.requested()
+            stop.arm()
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.requested() and stop.received and caught == ["old"]
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert caught == ["old", "old"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_lost_worker_error_names_the_checkpoint_and_the_flag(tmp_path):
+    from t2t_lite.training.resume import worker_lost
+    error = tf.errors.UnavailableError(None, None, "Graph execution error:\n\nDetected at node "
+                                       "X\nCollective ops is aborted by: Connection reset by "
+                                       "peer\nThe error could be from a previous operation.")
+    message = str(worker_lost(error, 7, str(tmp_path), 0))
+    assert message.startswith("lost contact with another worker after step 7 (UnavailableError:"
+                              " Collective ops is aborted by: Connection reset by peer). The "
+                              "run's last checkpoint is none yet; restart every worker")
+    assert "--worker_timeout_secs (default: TensorFlow's 10 s heartbeat timeout)" in message
+
+
+def test_worker_timeout_flag_reaches_the_trainer_config(monkeypatch):
+    from t2t_lite.commands import trainer as trainer_command_module
+    seen = {}
+
+    class FakeTrainer:
+        def __init__(self, config):
+            seen["config"] = config
+
+        def run(self):
+            return {}
+
+    monkeypatch.setattr("t2t_lite.training.trainer.Trainer", FakeTrainer)
+    assert trainer_command_module.main(["--problem=p", "--hparams_set=h", "--data_dir=d",
+                                        "--output_dir=o", "--worker_timeout_secs=45"]) == 0
+    assert seen["config"].worker_timeout_secs == 45
+    with pytest.raises(SystemExit):
+        trainer_command_module.build_parser().parse_args(["--worker_timeout_secs=-1"])

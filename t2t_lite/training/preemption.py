@@ -73,6 +73,7 @@ class StopOnSignal:
 
     def _sum_over_workers(self, flag: tf.Tensor):
         def replica_sum(value):
+            # identity: a copy on the replica's device (an input has none to reduce to)
             return tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, value)
+                tf.distribute.ReduceOp.SUM, tf.identity(value))
         return self._strategy.run(replica_sum, args=(flag,))

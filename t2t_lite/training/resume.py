@@ -36,15 +36,18 @@ def restore_latest(checkpoint: tf.train.Checkpoint, output_dir: str) -> Optional
 def check_same_step(strategy: tf.distribute.Strategy, step: int, output_dir: str) -> None:
     """Raises ``UserError`` unless every worker restored the same step.
 
-    All workers gather every replica's step (one collective), so all of them reach the
-    same verdict and none is left waiting for the others.
+    All workers gather every replica's step (one all-reduce of a vector holding each
+    replica's step at its index), so all of them reach the same verdict and none is left
+    waiting for the others.
     """
     def gather(value):
-        return tf.distribute.get_replica_context().all_gather(value, axis=0)
+        context = tf.distribute.get_replica_context()
+        slot = tf.one_hot(context.replica_id_in_sync_group, context.num_replicas_in_sync)
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, slot * value)
 
     steps = strategy.experimental_local_results(tf.function(
-        lambda: strategy.run(gather, args=(tf.constant([step], tf.int64),)))())[0]
-    steps = sorted(set(np.asarray(steps).tolist()))
+        lambda: strategy.run(gather, args=(tf.constant(float(step)),)))())[0]
+    steps = sorted({int(value) for value in np.asarray(steps)})
     if len(steps) > 1:
         raise UserError(
             f"the workers restored different steps ({', '.join(map(str, steps))}) from "
