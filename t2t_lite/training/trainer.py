@@ -125,10 +125,15 @@ class Trainer:
         return restored
 
     def _train_step(self, train_step: TrainStep, iterator, step: int) -> Dict[str, float]:
-        """One step's statistics; a collective failing because another worker is gone
-        becomes ``resume.WorkerLostError``."""
+        """One step's statistics (see ``_with_peers``)."""
+        return self._with_peers(
+            lambda: {k: float(v) for k, v in train_step.step(iterator).items()}, step)
+
+    def _with_peers(self, collective, step: int):
+        """``collective()``; when it fails because another worker is gone, raises
+        ``resume.WorkerLostError`` instead."""
         try:
-            return {k: float(v) for k, v in train_step.step(iterator).items()}
+            return collective()
         except resume.PEER_ERRORS as error:
             if not distribution.is_multi_worker():
                 raise
@@ -138,7 +143,7 @@ class Trainer:
     def _stop_if_requested(self, stop: preemption.StopOnSignal, manager, step: int) -> None:
         """At a step boundary: when any worker got SIGTERM, saves a checkpoint (unless one
         of this step exists) and raises ``TrainingPreempted``."""
-        if not stop.requested() or step >= self.train_steps:
+        if not self._with_peers(stop.requested, step) or step >= self.train_steps:
             return
         if not (manager.latest_checkpoint or "").endswith(f"-{step}"):
             manager.save(checkpoint_number=step)
