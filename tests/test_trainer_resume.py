@@ -1,12 +1,12 @@
 """Resume across replicas and workers, SIGTERM preemption and worker loss (issue #12).
 
-What survives what:
-  SIGKILL, 2 replicas      test_sigkill_two_replicas_then_rerun_matches_uninterrupted
-                           test_resumed_two_replica_stream_trains_no_example_twice
-  SIGKILL, 2 workers       test_two_workers_killed_then_restarted_match_uninterrupted
-  SIGTERM, one device      test_sigterm_saves_at_a_step_boundary_and_rerun_matches
-  SIGTERM, one of 2 workers test_two_workers_killed_then_restarted_match_uninterrupted
-  worker lost (frozen)     test_a_lost_worker_ends_the_other_with_an_error_and_both_resume
+What survives what (docs/training.md has the same table):
+  SIGKILL, 2 replicas        test_sigkill_two_replicas_then_rerun_matches_uninterrupted,
+                             test_resumed_two_replica_stream_trains_no_example_twice
+  SIGKILL, 2 workers         test_two_workers_resume_after_sigkill_and_stop_together_on_sigterm
+  SIGTERM, one device        test_sigterm_saves_at_a_step_boundary_and_rerun_matches
+  SIGTERM, one of 2 workers  test_two_workers_resume_after_sigkill_and_stop_together_on_sigterm
+  worker lost (frozen)       test_a_lost_worker_ends_the_other_with_an_error_and_both_resume
 """
 import json
 import os
@@ -197,8 +197,8 @@ def two_worker_reference(numbers_data, tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_two_workers_killed_then_restarted_match_uninterrupted(numbers_data,
-                                                               two_worker_reference, tmp_path):
+def test_two_workers_resume_after_sigkill_and_stop_together_on_sigterm(
+        numbers_data, two_worker_reference, tmp_path):
     """SIGKILL both workers, restart both: the non-chief worker resumes from the chief's
     checkpoint too. Then SIGTERM one worker: both save after the same step and stop;
     restarted, they end with the uninterrupted run's weights."""
