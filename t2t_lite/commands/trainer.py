@@ -6,6 +6,8 @@
 Flags follow tensor2tensor's names. Multi-GPU: all visible GPUs (or --worker_gpu of
 them) with MirroredStrategy; several machines: MultiWorkerMirroredStrategy from
 TF_CONFIG; --cpu_devices=N splits the CPU into N logical devices for the same path.
+Re-running the same command resumes; on SIGTERM it saves a checkpoint after the current
+step and exits with status 143.
 """
 from __future__ import annotations
 
@@ -59,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "OUTPUT_DIR/attention every N steps (0: with each evaluation)")
     parser.add_argument("--attention_probes", type=common.non_negative_int, default=3,
                         help="dev sentences followed in the attention summaries (0: none)")
+    parser.add_argument("--worker_timeout_secs", type=common.non_negative_int, default=0,
+                        help="several workers (TF_CONFIG): stop with an error when another worker "
+                             "has not answered (collective or heartbeat) for N seconds "
+                             "(0: TensorFlow's defaults, a 10 s heartbeat timeout)")
     return parser
 
 
@@ -69,6 +75,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return common.print_registry_help()
     common.require(parser, args, "problem", "hparams_set", "data_dir", "output_dir")
     from t2t_lite.training.checkpointing import CheckpointSaveError
+    from t2t_lite.training.preemption import TrainingPreempted
+    from t2t_lite.training.resume import WorkerLostError
     from t2t_lite.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
     config = TrainerConfig(
         problem=args.problem, model=args.model, hparams_set=args.hparams_set,
@@ -84,10 +92,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         jit_compile=args.jit_compile, mixed_precision=args.mixed_precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         attention_summary_steps=args.attention_summary_steps,
-        attention_probes=args.attention_probes)
-    return common.run_reporting_errors(
-        lambda: check_paths_and_run(lambda: Trainer(config).run(), args),
-        failure_types=(NonFiniteLossError, CheckpointSaveError))
+        attention_probes=args.attention_probes, worker_timeout_secs=args.worker_timeout_secs)
+    try:
+        return common.run_reporting_errors(
+            lambda: check_paths_and_run(lambda: Trainer(config).run(), args),
+            failure_types=(NonFiniteLossError, CheckpointSaveError, WorkerLostError))
+    except TrainingPreempted as stopped:  # not a failure: the run resumes from its checkpoint
+        print(f"t2t-lite-trainer: {stopped}", file=sys.stderr, flush=True)
+        return stopped.exit_status
 
 
 def check_paths_and_run(train, args: argparse.Namespace) -> None:

@@ -4,6 +4,8 @@
 until ``train_steps``. Re-running the same command in the same ``output_dir`` after any
 interruption (``kill -9`` included) resumes from the last checkpoint: weights, optimizer
 state (so the step and the learning rate), and the position in the seeded data stream.
+Every worker restores from ``output_dir`` (``resume.py``); SIGTERM saves a checkpoint at
+the next step boundary and stops (``preemption.py``).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from t2t_lite import registry
 from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
 from t2t_lite.run_config import RunConfig
-from t2t_lite.training import checkpointing, distribution
+from t2t_lite.training import checkpointing, distribution, preemption, resume
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer
 from t2t_lite.training.progress import ProgressLog
@@ -63,6 +65,7 @@ class TrainerConfig:
     gradient_accumulation_steps: int = 1
     attention_summary_steps: int = 0         # attention summaries every N steps; 0 = with each evaluation
     attention_probes: int = 3                # dev sentences in them; 0 = no attention summaries
+    worker_timeout_secs: int = 0             # multi-worker: give up on a silent worker; 0 = TF defaults
 
 
 class Trainer:
@@ -74,7 +77,8 @@ class Trainer:
         keras.utils.set_random_seed(config.random_seed)
         if config.mixed_precision:
             keras.mixed_precision.set_global_policy("mixed_bfloat16")
-        self.strategy = distribution.make_strategy(config.worker_gpu, config.cpu_devices)
+        self.strategy = distribution.make_strategy(config.worker_gpu, config.cpu_devices,
+                                                   config.worker_timeout_secs)
         self.chief = distribution.is_chief(self.strategy)
         self.problem = registry.PROBLEMS.get(config.problem)()
         self.hparams = registry.hparams(config.hparams_set, config.hparams_overrides)
@@ -117,23 +121,84 @@ class Trainer:
 
     def _write_dir(self) -> str:
         """Where this worker writes checkpoints: the run directory on the chief, a scratch
-        directory on other workers (every worker must take part in saving)."""
+        directory on other workers (every worker must take part in saving), removed when
+        ``run`` ends. Every worker restores from the run directory (``_restore``)."""
         if self.chief:
             return self.config.output_dir
-        return tempfile.mkdtemp(prefix="t2t_lite_worker_")
+        self._scratch_dir = tempfile.mkdtemp(prefix="t2t_lite_worker_")
+        return self._scratch_dir
+
+    def _restore(self, checkpoint: tf.train.Checkpoint,
+                 checkpoints: checkpointing.RunCheckpoints) -> Optional[str]:
+        """Restores the run's newest readable checkpoint (``--output_dir``) on every
+        worker: the chief through its own manager, the others through a manager that
+        only reads the run directory (they write to scratch)."""
+        if self.chief:
+            restored = checkpoints.restore()
+        else:
+            reader = tf.train.CheckpointManager(checkpoint, self.config.output_dir,
+                                                max_to_keep=None)
+            restored = checkpointing.RunCheckpoints(checkpoint, reader).restore()
+        if distribution.is_multi_worker():
+            step = int(checkpoint.optimizer.iterations.numpy())
+            resume.check_same_step(self.strategy, step, self.config.output_dir)
+        return restored
+
+    def _train_step(self, train_step: TrainStep, iterator, step: int) -> Dict[str, float]:
+        """One step's statistics (see ``_with_peers``)."""
+        return self._with_peers(
+            lambda: {k: float(v) for k, v in train_step.step(iterator).items()}, step)
+
+    def _with_peers(self, collective, step: int):
+        """``collective()``; when it fails because another worker is gone, raises
+        ``resume.WorkerLostError`` instead."""
+        try:
+            return collective()
+        except resume.PEER_ERRORS as error:
+            if not distribution.is_multi_worker():
+                raise
+            raise resume.worker_lost(error, step, self.config.output_dir,
+                                     self.config.worker_timeout_secs) from error
+
+    def _stop_if_requested(self, stop: preemption.StopOnSignal,
+                           checkpoints: checkpointing.RunCheckpoints, step: int) -> None:
+        """At a step boundary: when any worker got SIGTERM, saves a checkpoint (unless one
+        of this step exists) and raises ``TrainingPreempted``."""
+        if not self._with_peers(stop.requested, step) or step >= self.train_steps:
+            return
+        if not (checkpoints.manager.latest_checkpoint or "").endswith(f"-{step}"):
+            checkpoints.save(step)
+        saved = os.path.join(self.config.output_dir, f"ckpt-{step}")
+        who = "this worker" if stop.received else "another worker"
+        everywhere = " on every worker" if distribution.is_multi_worker() else ""
+        raise preemption.TrainingPreempted(
+            f"SIGTERM received by {who}: saved {saved} after step {step} and stopped; "
+            f"re-run the same command{everywhere} to resume from it "
+            f"(exit status {preemption.EXIT_STATUS})")
 
     # Training -----------------------------------------------------------------------
     def run(self) -> Dict[str, float]:
-        """Trains to ``train_steps``; the run directory's lock is released at the end,
-        error or not."""
+        """Trains to ``train_steps``; the summary of the run. The run directory's lock is
+        released and a non-chief worker's scratch directory removed at the end, error or
+        not.
+
+        Raises:
+          preemption.TrainingPreempted: SIGTERM; a checkpoint of the last step was saved.
+          resume.WorkerLostError: another worker died or stopped answering.
+          checkpointing.CheckpointSaveError: the disk filled up while saving.
+        """
+        self._scratch_dir = None
         try:
-            return self._train()
+            with preemption.StopOnSignal(self.strategy, distribution.is_multi_worker()) as stop:
+                return self._train(stop)
         finally:
             if self._run_lock is not None:
                 self._run_lock.release()
                 self._run_lock = None
+            if self._scratch_dir:
+                shutil.rmtree(self._scratch_dir, ignore_errors=True)
 
-    def _train(self) -> Dict[str, float]:
+    def _train(self, stop: preemption.StopOnSignal) -> Dict[str, float]:
         config = self.config
         run_config = self._prepare_run_dir()
         with self.strategy.scope():
@@ -151,7 +216,7 @@ class Trainer:
                                              max_to_keep=config.keep_checkpoint_max,
                                              step_counter=optimizer.iterations)
         checkpoints = checkpointing.RunCheckpoints(checkpoint, manager)
-        restored = checkpoints.restore()
+        restored = self._restore(checkpoint, checkpoints)
         start_step = int(optimizer.iterations.numpy())
         if restored:
             print(f"Resuming from {restored} at step {start_step}", flush=True)
@@ -176,8 +241,9 @@ class Trainer:
         last_save = time.monotonic()
         eval_results: Dict[str, float] = {}
         step = start_step
+        stop.arm()
         while step < self.train_steps:
-            stats = {k: float(v) for k, v in train_step.step(iterator).items()}
+            stats = self._train_step(train_step, iterator, step)
             step = int(optimizer.iterations.numpy())
             loss = stats["loss_sum"] / max(stats["tokens"], 1.0)
             if not math.isfinite(loss):
@@ -201,14 +267,13 @@ class Trainer:
                     attention.after_step(step, evaluated=True)
             if attention is not None and attention.every_steps:
                 attention.after_step(step)
+            self._stop_if_requested(stop, checkpoints, step)
         checkpoints.save(step)
         eval_results = self._evaluate(evaluator, eval_writer, step)
         if attention is not None:
             attention.after_step(step, final=True)
             attention.close()
         train_writer.flush()
-        if not self.chief:
-            shutil.rmtree(write_dir, ignore_errors=True)
         summary = {"step": step, **progress.summary(), **eval_results}
         print("Training done: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()),
               flush=True)
@@ -245,9 +310,16 @@ class Trainer:
             dataset = make_dataset(self.problem, config.data_dir, "train", self.hparams,
                                    training=True, input_context=input_context,
                                    seed=config.random_seed)
-            return dataset.skip(batches_done) if batches_done else dataset
+            skip = batches_done * _batches_per_pipeline(input_context)
+            return dataset.skip(skip) if skip else dataset
 
         return self.strategy.distribute_datasets_from_function(dataset_fn)
+
+
+def _batches_per_pipeline(input_context: tf.distribute.InputContext) -> int:
+    """Batches one input pipeline yields per micro-batch: one for each replica it feeds
+    (two logical CPUs or GPUs of one worker share one pipeline)."""
+    return max(1, input_context.num_replicas_in_sync // input_context.num_input_pipelines)
 
 
 def _has_training_data(problem, data_dir: str) -> bool:
