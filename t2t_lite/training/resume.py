@@ -8,8 +8,6 @@ or a GCS bucket, under the same path on every worker).
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import tensorflow as tf
 
