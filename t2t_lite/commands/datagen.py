@@ -48,8 +48,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     """Generates the data for parsed flags and prints the summary; user errors raise."""
-    from t2t_lite.data.datagen import DatagenSummary, generate
     import_usr_dir(args.t2t_usr_dir)
+    from t2t_lite.data.datagen import DatagenSummary, generate
     tmp_dir = args.tmp_dir or f"{args.data_dir}/raw"
     if args.problem not in PROBLEMS:
         PROBLEMS.get(args.problem)  # raises with the registered names
