@@ -232,6 +232,22 @@ def test_translate_text_files_names_the_missing_file(tmp_path):
     assert [(p.source, p.target) for p in pairs] == [(b"a", b"b")]
 
 
+def test_translate_text_files_datagen_cleans_and_reports_like_other_problems(tmp_path):
+    from t2t_lite.data.datagen import DROP_EMPTY, DROP_UTF8, generate
+    corpus = tmp_path / "corpus"
+    write_digits_corpus(corpus)
+    with open(corpus / "train.src", "ab") as src, open(corpus / "train.tgt", "ab") as tgt:
+        src.write(b"\none \xff\n")           # line 401: empty source; 402: bad UTF-8
+        tgt.write(b"eins\neins\n")
+    summary = generate("translate_text_files", tmp_path / "data", corpus, download=False)
+    assert summary.splits["train"].examples == 400
+    assert summary.splits["train"].dropped[DROP_EMPTY].first == "train.src line 401"
+    assert summary.splits["train"].dropped[DROP_UTF8].first == "train.src line 402"
+    assert (summary.splits["dev"].examples, summary.splits["test"].examples) == (20, 10)
+    assert 100 < summary.vocab_size <= 8000   # BPE of up to 8,000 pieces, small corpus
+    assert summary.vocab_file.endswith("vocab.translate_text_files.8000.spm.model")
+
+
 # End to end, as a user would -------------------------------------------------------------
 def write_digits_corpus(directory: Path) -> None:
     """English digit words -> German digit words, train 400 / dev 20 / test 10 lines."""
