@@ -27,21 +27,24 @@ import io
 import os
 import random
 from pathlib import Path
-from typing import ClassVar, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, ClassVar, Dict, Iterable, Iterator, List, Optional, Sequence,
+                    Tuple, Union)
 
 import sentencepiece as spm
 
 from t2t_lite.data.problem import Problem, VocabSpec, eval_text
 from t2t_lite.data.raw import RawDataError, TextPair
-from t2t_lite.data.vocab import EOS_ID, PAD_ID, UNK_ID, SentencePieceVocab
 from t2t_lite.errors import UserError
-from t2t_lite.parsing.constraint import TreeConstraint
 from t2t_lite.parsing.evalb_files import GOLD_SUFFIX, evalb_gold_tree, read_gold_trees
 from t2t_lite.parsing.linearize import PLACEHOLDER, RepairReport, repair
 from t2t_lite.parsing.treebank import (WSJ_LAYOUT, find_wsj_files, format_numbers,
                                        read_tree_file, tree_pairs)
 from t2t_lite.parsing.trees import normalize
 from t2t_lite.registry import register_problem
+
+if TYPE_CHECKING:
+    from t2t_lite.parsing.constraint import TreeConstraint
+    from t2t_lite.data.vocab import SentencePieceVocab
 
 PARSING_DECODE_DEFAULTS = {"beam_size": 21, "alpha": 0.3, "extra_length": 300}
 EXTRA_SUFFIXES = (".mrg", ".txt", ".trees", ".tree")
@@ -103,6 +106,7 @@ def train_parsing_vocab(texts: Iterable[str], path: Union[str, Path], vocab_size
     (identity normalisation, whitespace kept, byte fallback), so detokenisation gives
     back the text exactly.
     """
+    from t2t_lite.data.vocab import EOS_ID, PAD_ID, UNK_ID, SentencePieceVocab  # imports TF
     rng = random.Random(seed)
     sample: List[str] = []
     symbols = {PLACEHOLDER} | {f"{side}{label}" for label in PTB_LABELS for side in "()"}
@@ -165,9 +169,10 @@ class ParsingProblem(Problem):
         the words of ``source`` (see ``repair_to_bracketed``)."""
         return repair_to_bracketed(source, hypothesis)[0]
 
-    def decode_constraint(self, vocabulary) -> TreeConstraint:
+    def decode_constraint(self, vocabulary) -> "TreeConstraint":
         """Beam and greedy search emit only well-formed trees over the input's words
         (``t2t_lite.parsing.constraint``)."""
+        from t2t_lite.parsing.constraint import TreeConstraint  # TensorFlow: only when decoding
         return TreeConstraint.from_vocabulary(vocabulary)
 
     def postprocess_report(self, sources, hypotheses) -> str:

@@ -5,6 +5,12 @@ returns an ``HParams``). Registration is a decorator applied in the defining mod
 the built-in modules are imported by ``load_builtins`` from an explicit list, and an
 import error is never swallowed. Looking up a name that is not registered raises
 ``UnknownNameError`` listing the registered names.
+
+Registration can be lazy: ``Registry.declare(name, module)`` lists ``name`` without
+importing ``module``; the first ``get(name)`` imports it, and its decorator registers the
+object. Built-in models are declared this way, so listing the registries
+(``--registry_help``) does not import TensorFlow. Users add their own modules with
+``--t2t_usr_dir`` (``t2t_lite.usr_dir``).
 """
 from __future__ import annotations
 
@@ -36,6 +42,12 @@ class Registry(Generic[T]):
     def __init__(self, kind: str):
         self.kind = kind
         self._entries: Dict[str, T] = {}
+        self._declared: Dict[str, str] = {}  # name -> module whose import registers it
+
+    def declare(self, name: str, module: str) -> None:
+        """Lazy registration: ``name`` is registered by importing ``module``, which is
+        imported on the first ``get(name)``, not now."""
+        self._declared[name] = module
 
     def register(self, name: Optional[str] = None) -> Callable[[T], T]:
         """Decorator: registers the object under ``name`` (default: its ``__name__``) and
@@ -47,6 +59,10 @@ class Registry(Generic[T]):
             if key in self._entries and self._entries[key] is not obj:
                 raise ValueError(f"{self.kind} {key!r} is already registered "
                                  f"(by {self._entries[key]!r})")
+            declared = self._declared.get(key)
+            if declared is not None and declared != obj.__module__:
+                raise ValueError(f"{self.kind} {key!r} is already registered "
+                                 f"(by module {declared})")
             self._entries[key] = obj
             if "registered_name" not in vars(obj):
                 obj.registered_name = key
@@ -56,6 +72,11 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         load_builtins()
+        if name not in self._entries and name in self._declared:
+            importlib.import_module(self._declared[name])
+            if name not in self._entries:
+                raise LookupError(f"module {self._declared[name]} was declared to register "
+                                  f"{self.kind} {name!r} but did not")
         try:
             return self._entries[name]
         except KeyError:
@@ -65,11 +86,11 @@ class Registry(Generic[T]):
 
     def names(self) -> List[str]:
         load_builtins()
-        return sorted(self._entries)
+        return sorted(set(self._entries) | set(self._declared))
 
     def __contains__(self, name: str) -> bool:
         load_builtins()
-        return name in self._entries
+        return name in self._entries or name in self._declared
 
 
 MODELS: Registry = Registry("model")

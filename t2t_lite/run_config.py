@@ -1,7 +1,8 @@
 """The self-describing run directory: what a run trained, so later commands need only it.
 
 ``output_dir/run_config.json`` stores the problem, model, hparams set, overrides, the
-resolved hparams and the vocabulary file copied into the run directory. The decoder,
+resolved hparams, the vocabulary file copied into the run directory and the
+``--t2t_usr_dir`` whose modules registered them, if any (absent in older files). The decoder,
 exporter and checkpoint averager rebuild the model from it alone. Starting a run in a
 directory made with a different configuration is refused with the differences shown.
 """
@@ -33,6 +34,7 @@ class RunConfig:
     vocab_size: int
     vocab_file: str                 # file name inside the run directory
     data_dir: str = ""              # where the training data came from (informative)
+    usr_dir: str = ""               # --t2t_usr_dir (absolute), imported again by later commands
 
     # Fields whose change makes a run a different run (data_dir may move).
     IDENTITY_FIELDS = ("problem", "model", "hparams", "vocab_size")

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from t2t_lite.commands.common import positive_int, run_reporting_errors
+from t2t_lite.commands.common import add_usr_dir_flag, positive_int, run_reporting_errors
 from t2t_lite.errors import UserError
 
 DEFAULT_OUTPUT = Path("averaged") / "ckpt-avg"
@@ -35,6 +35,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--output_path", default="",
                         help=f"checkpoint prefix to write (default: "
                              f"OUTPUT_DIR/{DEFAULT_OUTPUT.as_posix()})")
+    add_usr_dir_flag(parser, run_dir=True)
     args = parser.parse_args(argv)
     if args.checkpoints and args.num_last_checkpoints:
         parser.error("give --checkpoints or --num_last_checkpoints, not both")
@@ -49,7 +50,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 def run(args: argparse.Namespace) -> str:
     from t2t_lite.averaging import average_checkpoints, last_checkpoints
     from t2t_lite.run_config import RunConfig
+    from t2t_lite.usr_dir import import_run_usr_dir
 
+    import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     if args.checkpoints:
         checkpoints = [path.strip() for path in args.checkpoints.split(",") if path.strip()]
         if not checkpoints:

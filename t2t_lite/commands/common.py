@@ -1,5 +1,7 @@
-"""Flag helpers shared by the commands: typed argument parsers, registry help, and
-turning known user errors into one clear line and exit status 2."""
+"""Flag helpers shared by the commands: typed argument parsers, registry help,
+``--t2t_usr_dir``, and turning known user errors into one clear line and exit status 2.
+
+Nothing here imports TensorFlow: every command answers ``--help`` without it."""
 from __future__ import annotations
 
 import argparse
@@ -26,9 +28,33 @@ def add_registry_help(parser: argparse.ArgumentParser) -> None:
                         help="list registered models, problems and hparams sets, then exit")
 
 
-def print_registry_help() -> int:
+def print_registry_help(usr_dir: str = "") -> int:
+    """Prints the registries (after importing ``--t2t_usr_dir``, so its names show)."""
     from t2t_lite import registry
-    return run_reporting_errors(lambda: print(registry.registry_help()))
+
+    def body():
+        import_usr_dir(usr_dir)
+        print(registry.registry_help())
+    return run_reporting_errors(body)
+
+
+def add_usr_dir_flag(parser: argparse.ArgumentParser, run_dir: bool = False) -> None:
+    """``--t2t_usr_dir``; ``run_dir``: the command reads a run directory, which records
+    the directory it was trained with (the flag is then needed only if it moved)."""
+    recorded = (" (default: the one recorded in the run directory's run_config.json)"
+                if run_dir else "")
+    parser.add_argument("--t2t_usr_dir", default="", metavar="DIR",
+                        help="a Python package directory (holding __init__.py) whose "
+                             "modules register your own problems, models and hparams sets; "
+                             "see docs/extending.md" + recorded)
+
+
+def import_usr_dir(usr_dir: str) -> str:
+    """Imports ``--t2t_usr_dir`` when given; returns its absolute path (``""`` if none)."""
+    if not usr_dir:
+        return ""
+    from t2t_lite.usr_dir import import_usr_dir as import_dir
+    return import_dir(usr_dir)
 
 
 def require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
@@ -54,8 +80,10 @@ def user_error_types() -> tuple:
 def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) -> int:
     """Runs ``body``; a user error prints ``error: ...`` to stderr and returns 2; one of
     ``failure_types`` (a run that failed for a reason it explains, such as a NaN loss)
-    prints the same way and returns 1. Output piped to a reader that has gone (``| head``)
-    ends quietly with ``SIGPIPE_STATUS``, as other Unix tools do."""
+    prints the same way and returns 1. A ``--t2t_usr_dir`` whose own code raised on import
+    prints one line naming it, then the traceback of that code, and returns 1. Output
+    piped to a reader that has gone (``| head``) ends quietly with ``SIGPIPE_STATUS``, as
+    other Unix tools do."""
     try:
         body()
         sys.stdout.flush()  # a reader that has gone shows here, not at interpreter exit
@@ -66,6 +94,12 @@ def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) 
         return 2
     except failure_types as error:
         print(f"error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:
+        from t2t_lite.usr_dir import UsrDirImportError, format_usr_dir_error
+        if not isinstance(error, UsrDirImportError):
+            raise
+        print(format_usr_dir_error(error), file=sys.stderr)
         return 1
     return 0
 

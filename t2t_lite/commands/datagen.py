@@ -12,12 +12,20 @@ import argparse
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import run_reporting_errors
-from t2t_lite.data.datagen import DatagenSummary, generate
+from t2t_lite.commands.common import add_usr_dir_flag, import_usr_dir, run_reporting_errors
 from t2t_lite.registry import PROBLEMS
 from t2t_lite.user_paths import existing_or_new_dir, writable_dir
 
 __all__ = ["generate", "main"]
+
+
+def __getattr__(name: str):
+    """``generate`` stays importable from here; TensorFlow is imported on first use, not
+    for ``--help``."""
+    if name == "generate":
+        from t2t_lite.data.datagen import generate
+        return generate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "default: <data_dir>/raw")
     parser.add_argument("--no_download", action="store_true",
                         help="never try the network; use only the files in --tmp_dir")
+    add_usr_dir_flag(parser)
     return parser
 
 
@@ -39,6 +48,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run(args: argparse.Namespace) -> None:
     """Generates the data for parsed flags and prints the summary; user errors raise."""
+    import_usr_dir(args.t2t_usr_dir)
+    from t2t_lite.data.datagen import DatagenSummary, generate
     tmp_dir = args.tmp_dir or f"{args.data_dir}/raw"
     if args.problem not in PROBLEMS:
         PROBLEMS.get(args.problem)  # raises with the registered names

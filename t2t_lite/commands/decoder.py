@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
-from t2t_lite.commands.common import run_reporting_errors
+from t2t_lite.commands.common import add_usr_dir_flag, run_reporting_errors
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, path_error
 
@@ -72,6 +72,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="with --attention_dir: how many translated lines to draw")
     parser.add_argument("--jit_compile", action="store_true",
                         help="compile the search with XLA (worth it on GPUs)")
+    add_usr_dir_flag(parser, run_dir=True)
     return parser.parse_args(argv)
 
 
@@ -101,7 +102,9 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     from t2t_lite.decoding.lines import decode_lines, is_blank, split_lines
     from t2t_lite.decoding.translator import Translator
     from t2t_lite.run_loading import load_trained_model
+    from t2t_lite.usr_dir import import_run_usr_dir
 
+    import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                 args.checkpoint_path or None)
     hp = parse(args.decode_hparams, problem.decode_defaults)

@@ -19,7 +19,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import run_reporting_errors
+from t2t_lite.commands.common import add_usr_dir_flag, import_usr_dir, run_reporting_errors
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -33,6 +33,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="write EVALB's gold file here (one (TOP ...) tree a line)")
     parser.add_argument("--write_test", default="",
                         help="write EVALB's test file here (gold tags on the parsed words)")
+    add_usr_dir_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> None:
                                               read_gold_trees, read_test_trees,
                                               write_evalb_files)
 
+    import_usr_dir(args.t2t_usr_dir)  # accepted on every command; evalb uses no registry
     if bool(args.write_gold) != bool(args.write_test):
         raise UserError("--write_gold and --write_test go together (EVALB reads both)")
     gold = read_gold_trees(args.reference)

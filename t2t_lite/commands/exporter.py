@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import run_reporting_errors
+from t2t_lite.commands.common import add_usr_dir_flag, run_reporting_errors
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -31,6 +31,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--decode_hparams", default="",
                         help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,"
                              "max_input_length=0,return_beams=false'")
+    add_usr_dir_flag(parser, run_dir=True)
     return parser.parse_args(argv)
 
 
@@ -45,8 +46,10 @@ def run(args: argparse.Namespace):
     from t2t_lite.run_loading import load_trained_model, resolve_checkpoint
 
     from t2t_lite.user_paths import new_output_dir
+    from t2t_lite.usr_dir import import_run_usr_dir
 
     new_output_dir(args.export_dir, "--export_dir")  # before the long work
+    import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     checkpoint = resolve_checkpoint(args.output_dir, args.checkpoint_path or None)
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir, checkpoint)
     hp = parse(args.decode_hparams, problem.decode_defaults)

@@ -14,7 +14,8 @@ import sys
 from typing import List, Optional
 
 from t2t_lite import registry
-from t2t_lite.commands.common import run_reporting_errors
+from t2t_lite.commands.common import (add_usr_dir_flag, import_usr_dir, print_registry_help,
+                                      run_reporting_errors)
 from t2t_lite.errors import UserError
 
 
@@ -29,6 +30,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--model", default="transformer", help="registered model")
     parser.add_argument("--registry_help", action="store_true",
                         help="list the registered models, problems and hparams sets")
+    add_usr_dir_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -42,12 +44,13 @@ def format_counts(counts) -> str:
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
     if args.registry_help:
-        return run_reporting_errors(lambda: print(registry.registry_help()))
+        return print_registry_help(args.t2t_usr_dir)
     return run_reporting_errors(lambda: show(args))
 
 
 def show(args: argparse.Namespace) -> None:
     """Prints the resolved hparams and the parameter counts; user errors raise."""
+    import_usr_dir(args.t2t_usr_dir)
     if args.vocab_size < 2:
         raise UserError(f"--vocab_size must be >= 2, got {args.vocab_size}")
     hparams = registry.hparams(args.hparams_set, args.hparams)

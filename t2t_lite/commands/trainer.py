@@ -12,6 +12,7 @@ step and exits with status 143.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import List, Optional
 
@@ -22,6 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="t2t-lite-trainer", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_registry_help(parser)
+    common.add_usr_dir_flag(parser)
     parser.add_argument("--problem", help="registered problem name")
     parser.add_argument("--model", default="transformer", help="registered model name")
     parser.add_argument("--hparams_set", help="registered hparams set, e.g. transformer_base")
@@ -72,7 +74,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.registry_help:
-        return common.print_registry_help()
+        return common.print_registry_help(args.t2t_usr_dir)
     common.require(parser, args, "problem", "hparams_set", "data_dir", "output_dir")
     from t2t_lite.training.checkpointing import CheckpointSaveError
     from t2t_lite.training.preemption import TrainingPreempted
@@ -93,13 +95,23 @@ def main(argv: Optional[List[str]] = None) -> int:
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         attention_summary_steps=args.attention_summary_steps,
         attention_probes=args.attention_probes, worker_timeout_secs=args.worker_timeout_secs)
+
+    def train() -> None:
+        usr_dir = common.import_usr_dir(args.t2t_usr_dir) or recorded_usr_dir(args.output_dir)
+        Trainer(dataclasses.replace(config, usr_dir=usr_dir)).run()
     try:
         return common.run_reporting_errors(
-            lambda: check_paths_and_run(lambda: Trainer(config).run(), args),
+            lambda: check_paths_and_run(train, args),
             failure_types=(NonFiniteLossError, CheckpointSaveError, WorkerLostError))
     except TrainingPreempted as stopped:  # not a failure: the run resumes from its checkpoint
         print(f"t2t-lite-trainer: {stopped}", file=sys.stderr, flush=True)
         return stopped.exit_status
+
+
+def recorded_usr_dir(output_dir: str) -> str:
+    """The ``--t2t_usr_dir`` a run being resumed was started with, imported (``""``: none)."""
+    from t2t_lite.usr_dir import import_run_usr_dir
+    return import_run_usr_dir(output_dir) or ""
 
 
 def check_paths_and_run(train, args: argparse.Namespace) -> None:

@@ -9,20 +9,25 @@ parsing problems share this API; only their raw readers, vocabularies and metric
     problem = get_problem("translate_ende_multi30k")
     summary = problem.generate_data(data_dir, tmp_dir)
     vocab = problem.load_vocab(data_dir)       # a tf.Module: tokenize / detokenize in graph
+
+Importing this module (and so a problem module) does not import TensorFlow: ``datagen``
+and ``vocab`` are imported where they are used, so listing the registered problems
+stays fast.
 """
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import (ClassVar, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple,
-                    Union)
+from typing import (TYPE_CHECKING, ClassVar, Iterable, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple, Union)
 
-from t2t_lite.data import datagen
 from t2t_lite.data.raw import RawFile, TextPair
-from t2t_lite.data.vocab import (SPM_SUFFIX, WORDPIECE_SUFFIX, Vocabulary, load_vocabulary,
-                                 train_sentencepiece, train_wordpiece)
 from t2t_lite.errors import UserError
 from t2t_lite.registry import PROBLEMS
+
+if TYPE_CHECKING:
+    from t2t_lite.data import datagen
+    from t2t_lite.data.vocab import Vocabulary
 
 VOCAB_KINDS = ("sentencepiece", "wordpiece")
 TRANSLATION_DECODE_DEFAULTS = {"beam_size": 4, "alpha": 0.6, "extra_length": 50}
@@ -67,7 +72,7 @@ class Problem:
         if name is not None:
             return name
         raise LookupError(f"{type(self).__name__} is not registered; decorate it with "
-                          f"@register_problem('name') in a module listed in problems/__init__.py")
+                          f"@register_problem('name') in a module of your --t2t_usr_dir")
 
     @property
     def vocab_size(self) -> int:
@@ -102,14 +107,16 @@ class Problem:
     # Vocabulary ----------------------------------------------------------------------
     @property
     def vocab_filename(self) -> str:
+        from t2t_lite.data.vocab import SPM_SUFFIX, WORDPIECE_SUFFIX
         suffix = SPM_SUFFIX if self.vocab_spec.kind == "sentencepiece" else WORDPIECE_SUFFIX
         return f"vocab.{self.name}.{self.vocab_spec.size}{suffix}"
 
     def vocab_path(self, data_dir: Union[str, Path]) -> Path:
         return Path(data_dir) / self.vocab_filename
 
-    def build_vocab(self, texts: Iterable[str], data_dir: Union[str, Path]) -> Vocabulary:
+    def build_vocab(self, texts: Iterable[str], data_dir: Union[str, Path]) -> "Vocabulary":
         """Trains the shared vocabulary on ``texts`` and writes it into ``data_dir``."""
+        from t2t_lite.data.vocab import train_sentencepiece, train_wordpiece
         spec = self.vocab_spec
         if spec.kind == "sentencepiece":
             return train_sentencepiece(texts, self.vocab_path(data_dir), spec.size,
@@ -118,17 +125,20 @@ class Problem:
         return train_wordpiece(texts, self.vocab_path(data_dir), spec.size,
                                max_sentences=spec.max_sentences)
 
-    def load_vocab(self, data_dir: Union[str, Path]) -> Vocabulary:
+    def load_vocab(self, data_dir: Union[str, Path]) -> "Vocabulary":
         """The vocabulary written by datagen into ``data_dir`` (or a run directory)."""
+        from t2t_lite.data.vocab import load_vocabulary
         return load_vocabulary(self.vocab_path(data_dir))
 
     # Generated data ------------------------------------------------------------------
     def generate_data(self, data_dir: Union[str, Path], tmp_dir: Union[str, Path], *,
                       download: bool = True) -> "datagen.DatagenSummary":
         """Builds the vocabulary and the TFRecord shards of every split; see ``datagen``."""
+        from t2t_lite.data import datagen
         return datagen.generate_problem_data(self, data_dir, tmp_dir, download=download)
 
     def shard_files(self, data_dir: Union[str, Path], split: str) -> Tuple[Path, ...]:
+        from t2t_lite.data import datagen
         self.check_split(split)
         summary = datagen.load_split_summary(data_dir, self.name, split)
         return tuple(Path(data_dir) / shard for shard in summary.shards)
@@ -195,6 +205,7 @@ def eval_text(problem: Problem, data_dir: Union[str, Path],
     Holds every usable pair of the split, including those dropped from the TFRecords for
     length (a BLEU figure is over the whole test set).
     """
+    from t2t_lite.data import datagen
     problem.check_split(split)
     if split == "train":
         raise ValueError("eval_text serves dev/test splits; train text is not kept")

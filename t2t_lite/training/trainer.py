@@ -66,6 +66,7 @@ class TrainerConfig:
     attention_summary_steps: int = 0         # attention summaries every N steps; 0 = with each evaluation
     attention_probes: int = 3                # dev sentences in them; 0 = no attention summaries
     worker_timeout_secs: int = 0             # multi-worker: give up on a silent worker; 0 = TF defaults
+    usr_dir: str = ""                        # --t2t_usr_dir, imported; recorded in run_config.json
 
 
 class Trainer:
@@ -96,7 +97,7 @@ class Trainer:
             problem=config.problem, model=config.model, hparams_set=config.hparams_set,
             hparams_overrides=config.hparams_overrides, hparams=self.hparams.to_dict(),
             vocab_size=vocabulary.vocab_size, vocab_file=self.problem.vocab_filename,
-            data_dir=str(Path(config.data_dir).resolve()))
+            data_dir=str(Path(config.data_dir).resolve()), usr_dir=config.usr_dir)
         existing = RunConfig.load_if_present(config.output_dir)
         if existing is not None:
             run_config.check_same_run(existing, config.output_dir)
