@@ -104,6 +104,7 @@ def test_weights_sum_to_one_and_decoder_self_is_causal(monitored_run):
         assert record.target_tokens[-1] == "</s>" and record.decoder_inputs[0] == "<s>"
 
 
+@pytest.mark.slow
 def test_tensorboard_lists_attention_tags_and_serves_png(monitored_run, tensorboard):
     _, records = monitored_run
     layers = records[0].num_layers
@@ -144,6 +145,7 @@ def _viridis_share(image: Image.Image) -> float:
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed "
                     "(apt-get install -y chromium; .ci/run installs it)")
+@pytest.mark.slow
 def test_chromium_screenshot_shows_attention_grids(tensorboard, tmp_path):
     shot = tmp_path / "images_dashboard.png"
     profile = tmp_path / "chromium_profile"

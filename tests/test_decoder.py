@@ -60,6 +60,7 @@ def test_odd_lines_keep_count_and_order(capsys, tmp_path):
     assert [output[i] for i in wanted] == translator.translate([texts[i] for i in wanted])
 
 
+@pytest.mark.slow
 def test_ten_thousand_lines(capsys, tmp_path):
     words = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"]
     lines = ["" if i % 97 == 0 else words[i % 10] for i in range(10_000)]

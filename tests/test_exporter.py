@@ -25,6 +25,7 @@ print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"
 """
 
 
+@pytest.mark.slow
 def test_export_round_trip_in_a_fresh_process(capsys, tmp_path):
     export_dir = tmp_path / "export"
     assert exporter.main(["--output_dir", str(tiny_run_dir()), "--export_dir",

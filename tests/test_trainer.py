@@ -115,6 +115,7 @@ def single_device_run() -> dict:
     return run_strategy_script("--devices=1")
 
 
+@pytest.mark.slow
 def test_mirrored_on_two_logical_cpus_matches_one_device(single_device_run):
     """The same global batches give the same loss trajectory and weights (float32
     reduction order differs between the paths: tolerance 1e-5 relative)."""
@@ -128,6 +129,7 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(single_device_run):
         assert other["step"] == single["step"] == 4
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_matches_the_full_batch(single_device_run):
     full = single_device_run
     accumulated = run_strategy_script("--devices=2", "--accumulate=2", "--jit")
@@ -149,6 +151,7 @@ def final_weights(run: Path) -> dict:
             if name.startswith("model/")}
 
 
+@pytest.mark.slow
 def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(numbers_data,
                                                                           tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
@@ -188,6 +191,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_workers_train_together_and_write_one_checkpoint(numbers_data, tmp_path):
     workers = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
     run = tmp_path / "run"
