@@ -18,6 +18,7 @@ from typing import ClassVar, Iterable, Iterator, List, Mapping, Optional, Tuple,
 
 from t2t_lite.data import datagen
 from t2t_lite.data.raw import RawFile, TextPair
+from t2t_lite.data.tfds_source import TfdsSource
 from t2t_lite.data.vocab import (SPM_SUFFIX, WORDPIECE_SUFFIX, Vocabulary, load_vocabulary,
                                  train_sentencepiece, train_wordpiece)
 from t2t_lite.errors import UserError
@@ -53,6 +54,7 @@ class Problem:
     eval_shards: ClassVar[int] = 1
     eval_metrics: ClassVar[Tuple[str, ...]] = ()
     decode_defaults: ClassVar[Mapping[str, float]] = {}
+    tfds: ClassVar[Optional[TfdsSource]] = None  # builder for datagen's --data_source=tfds
 
     def __init__(self, vocab_spec: Optional[VocabSpec] = None):
         """``vocab_spec`` replaces the class's (e.g. a small vocabulary for a miniature corpus)."""
