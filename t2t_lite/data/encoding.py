@@ -34,15 +34,22 @@ def encode_pairs(vocab, pairs: Sequence[Tuple[str, str]], max_length: int) -> Li
 
 
 def _init_worker(vocab_path: str) -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    from t2t_lite.data.vocab import load_vocabulary
-    _worker_state["vocab"] = load_vocabulary(vocab_path)
+    # An exception here would make the pool start replacement workers forever; it is
+    # kept and raised by the first task instead, so datagen fails with it.
+    try:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        from t2t_lite.data.vocab import load_vocabulary
+        _worker_state["vocab"] = load_vocabulary(vocab_path)
+    except Exception as error:  # pragma: no cover - re-raised in _encode_in_worker
+        _worker_state["error"] = error
 
 
 def _encode_in_worker(pairs: Sequence[Tuple[str, str]], max_length: int) -> List[EncodedPair]:
+    if "error" in _worker_state:
+        raise _worker_state["error"]
     return encode_pairs(_worker_state["vocab"], pairs, max_length)
 
 
