@@ -5,6 +5,12 @@ Training corpora come from the official tgz/tar archives, read through their rea
 names; dev is newstest2013 and test newstest2014, read from the SGML (``<seg id=..>``)
 files inside the official dev and test archives. Members are extracted once into
 ``tmp_dir/<archive>.extracted/``.
+
+Both can instead read TensorFlow Datasets (``t2t-lite-datagen --data_source=tfds``):
+``wmt14_translate/de-en`` and ``wmt14_translate/fr-en``. ``translate_ende_wmt_t2t`` is
+tensor2tensor's EN-DE data (News Commentary v13 instead of v9), read only from TFDS's
+``wmt_t2t_translate/de-en``, with the same vocabulary and limits as
+``translate_ende_wmt14``, to compare with T2T's results.
 """
 from __future__ import annotations
 
@@ -16,6 +22,8 @@ from typing import Iterator, Tuple
 from t2t_lite.data.problem import TranslationProblem, VocabSpec
 from t2t_lite.data.raw import (RawFile, TextPair, extract_members, read_parallel_lines,
                                read_parallel_sgm)
+from t2t_lite.data.tfds_source import TfdsSource
+from t2t_lite.errors import UserError
 from t2t_lite.registry import register_problem
 
 # Sizes and SHA-256s: tensorflow_datasets 4.9.10, url_checksums/wmt14_translate.txt,
@@ -104,6 +112,7 @@ class TranslateEndeWmt14(Wmt14Problem):
     """WMT14 EN->DE (~4.5M pairs): Europarl v7, Common Crawl, News Commentary v9; BPE 37,000."""
 
     vocab_spec = VocabSpec(kind="sentencepiece", size=37000)
+    tfds = TfdsSource("wmt14_translate/de-en", "en", "de")
     train_corpora = (_europarl("de-en", "en", "de"), _commoncrawl("de-en", "en", "de"),
                      _news_commentary("de-en", "en", "de"))
     dev_set = ArchivePair(DEV, "dev/newstest2013-src.en.sgm", "dev/newstest2013-ref.de.sgm")
@@ -117,6 +126,7 @@ class TranslateEnfrWmt14(Wmt14Problem):
     word-pieces."""
 
     vocab_spec = VocabSpec(kind="wordpiece", size=32000)
+    tfds = TfdsSource("wmt14_translate/fr-en", "en", "fr")
     train_corpora = (_europarl("fr-en", "en", "fr"), _commoncrawl("fr-en", "en", "fr"),
                      _news_commentary("fr-en", "en", "fr"),
                      ArchivePair(UN, "un/undoc.2000.fr-en.en", "un/undoc.2000.fr-en.fr"),
@@ -125,3 +135,18 @@ class TranslateEnfrWmt14(Wmt14Problem):
     dev_set = ArchivePair(DEV, "dev/newstest2013-src.en.sgm", "dev/newstest2013-ref.fr.sgm")
     test_set = ArchivePair(TEST, "test-full/newstest2014-fren-src.en.sgm",
                            "test-full/newstest2014-fren-ref.fr.sgm")
+
+
+@register_problem("translate_ende_wmt_t2t")
+class TranslateEndeWmtT2t(TranslateEndeWmt14):
+    """tensor2tensor's WMT EN->DE data (Europarl v7, Common Crawl, News Commentary v13;
+    newstest2013/2014) from TFDS ``wmt_t2t_translate/de-en`` only; BPE 37,000."""
+
+    tfds = TfdsSource("wmt_t2t_translate/de-en", "en", "de")
+
+    def raw_files(self) -> Tuple[RawFile, ...]:
+        return ()
+
+    def text_pairs(self, split: str, tmp_dir: Path) -> Iterator[TextPair]:
+        raise UserError(f"problem {self.name} is read from TFDS ({self.tfds.name}) only; "
+                        f"run datagen with --data_source=tfds")

@@ -4,6 +4,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from t2t_lite.commands import decoder, exporter
 
 from run_dir_helpers import tiny_run_dir

@@ -12,7 +12,10 @@ import argparse
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import add_usr_dir_flag, import_usr_dir, run_reporting_errors
+from t2t_lite.commands.common import (add_usr_dir_flag, import_usr_dir, positive_int,
+                                      run_reporting_errors)
+from t2t_lite.data.tfds_source import DATA_SOURCES
+from t2t_lite.errors import UserError
 from t2t_lite.registry import PROBLEMS
 from t2t_lite.user_paths import existing_or_new_dir, writable_dir
 
@@ -38,7 +41,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no_download", action="store_true",
                         help="never try the network; use only the files in --tmp_dir")
     add_usr_dir_flag(parser)
+    add_source_flags(parser)
+    parser.add_argument("--num_workers", type=positive_int, default=None,
+                        help="processes encoding text into ids (default: one per CPU core); "
+                             "the output does not depend on it")
     return parser
+
+
+def add_source_flags(parser: argparse.ArgumentParser) -> None:
+    """--data_source and --tfds_data_dir (also the trainer's, for --generate_data)."""
+    parser.add_argument("--data_source", choices=DATA_SOURCES, default="raw",
+                        help="raw: the problem's raw files in --tmp_dir; tfds: its "
+                             "TensorFlow Datasets builder (WMT14 problems)")
+    parser.add_argument("--tfds_data_dir", default=None,
+                        help="TFDS data directory with --data_source=tfds "
+                             "(default: TFDS's, ~/tensorflow_datasets)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -57,8 +74,14 @@ def run(args: argparse.Namespace) -> None:
     # Not created here: a problem that downloads creates it (fetch_raw_files), and one
     # that reads a folder itself (parsing) reports a wrong path as "no such directory".
     existing_or_new_dir(tmp_dir, "--tmp_dir" if args.tmp_dir else "--data_dir")
+    if args.tfds_data_dir and args.data_source != "tfds":
+        raise UserError(f"--tfds_data_dir={args.tfds_data_dir} is only read with "
+                        f"--data_source=tfds; add that flag or drop this one")
     summary: DatagenSummary = generate(args.problem, args.data_dir, tmp_dir,
-                                       download=not args.no_download)
+                                       download=not args.no_download,
+                                       data_source=args.data_source,
+                                       tfds_data_dir=args.tfds_data_dir,
+                                       workers=args.num_workers)
     print(summary.format())
 
 

@@ -17,6 +17,7 @@ import sys
 from typing import List, Optional
 
 from t2t_lite.commands import common
+from t2t_lite.commands import datagen as datagen_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tmp_dir", default="", help="raw corpora (downloaded or local); default: data_dir")
     parser.add_argument("--output_dir", help="run directory: config, checkpoints, TensorBoard logs")
     parser.add_argument("--generate_data", action="store_true", help="run datagen first when data is missing")
+    datagen_command.add_source_flags(parser)
     parser.add_argument("--train_steps", type=common.positive_int, default=None,
                         help="stop at this global step (default: the hparams set's train_steps)")
     parser.add_argument("--eval_steps", type=common.non_negative_int, default=0,
@@ -123,6 +125,13 @@ def check_paths_and_run(train, args: argparse.Namespace) -> None:
         existing_or_new_dir(args.data_dir, "--data_dir")
     if args.tmp_dir:
         existing_or_new_dir(args.tmp_dir, "--tmp_dir")
+    if args.generate_data and args.data_source != "raw":
+        # The trainer's own datagen reads raw files; generate from the source first (a
+        # no-op for complete data) and it finds the data in place.
+        from t2t_lite.data.datagen import generate
+        print(generate(args.problem, args.data_dir, args.tmp_dir or args.data_dir,
+                       data_source=args.data_source,
+                       tfds_data_dir=args.tfds_data_dir).format(), flush=True)
     train()
 
 

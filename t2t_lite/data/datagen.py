@@ -13,17 +13,22 @@ text (parsing: ``<problem>-<split>.gold.txt``, the gold trees).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
+import random
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 
 from tqdm import tqdm
 
+from t2t_lite.data.encoding import default_workers, encode_batches
 from t2t_lite.data.raw import RawDataError, TextPair, fetch_raw_files
+from t2t_lite.data.tfds_source import DATA_SOURCES
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
+from t2t_lite.errors import UserError
 
 if TYPE_CHECKING:
     from t2t_lite.data.problem import Problem
@@ -32,6 +37,7 @@ DROP_EMPTY = "empty line"
 DROP_UTF8 = "invalid UTF-8"
 DROP_LONG = "longer than max_length"
 _ENCODE_BATCH = 4096
+MAX_SHARD_EXAMPLES = 100_000  # more in one shard: datagen writes more shards (memory bound)
 
 
 @dataclasses.dataclass
@@ -96,10 +102,48 @@ class DatagenSummary:
 
 
 def generate(problem_name: str, data_dir: Union[str, Path], tmp_dir: Union[str, Path], *,
-             download: bool = True) -> DatagenSummary:
+             download: bool = True, data_source: str = "raw",
+             tfds_data_dir: Optional[str] = None,
+             workers: Optional[int] = None) -> DatagenSummary:
     """Generates the data of the registered problem ``problem_name``; see the module doc."""
     from t2t_lite.data.problem import get_problem
-    return generate_problem_data(get_problem(problem_name), data_dir, tmp_dir, download=download)
+    return generate_problem_data(get_problem(problem_name), data_dir, tmp_dir, download=download,
+                                 data_source=data_source, tfds_data_dir=tfds_data_dir,
+                                 workers=workers)
+
+
+class _RawReader:
+    """Where datagen reads a split's text pairs: the problem's raw files in ``tmp_dir``."""
+
+    def __init__(self, problem: "Problem", tmp_dir: Path):
+        self.problem, self.tmp_dir = problem, tmp_dir
+
+    def text_pairs(self, split: str) -> Iterator[TextPair]:
+        return self.problem.text_pairs(split, self.tmp_dir)
+
+    def split_source(self, split: str) -> str:
+        return self.problem.split_source(split, self.tmp_dir)
+
+
+class _TfdsReader:
+    """Where datagen reads a split's text pairs: the problem's TFDS builder."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def text_pairs(self, split: str) -> Iterator[TextPair]:
+        return self.source.text_pairs(split)
+
+    def split_source(self, split: str) -> str:
+        return f"{self.source.split_name(split)} ({self.source.describe()})"
+
+
+def _tfds_source(problem: "Problem", tfds_data_dir: Optional[str]):
+    if problem.tfds is None:
+        raise UserError(f"problem {problem.name} has no TFDS builder; --data_source=tfds "
+                        f"works for problems that name one (see docs/data.md), use "
+                        f"--data_source=raw for this one")
+    return problem.tfds.with_data_dir(tfds_data_dir)
 
 
 def clean_pairs(pairs: Iterator[TextPair], dropped: Dict[str, DropCount]
@@ -130,20 +174,38 @@ def _count(dropped: Dict[str, DropCount], reason: str, where: str) -> None:
 
 
 def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
-                          tmp_dir: Union[str, Path], *, download: bool = True) -> DatagenSummary:
-    """Fetches/locates raw files, builds or reuses the vocabulary, writes every split."""
+                          tmp_dir: Union[str, Path], *, download: bool = True,
+                          data_source: str = "raw", tfds_data_dir: Optional[str] = None,
+                          workers: Optional[int] = None) -> DatagenSummary:
+    """Fetches/locates raw files (``data_source="raw"``) or the problem's TFDS dataset
+    (``"tfds"``, in ``tfds_data_dir``), builds or reuses the vocabulary, writes every
+    split, encoding on ``workers`` processes (default: one per usable CPU core)."""
     data_dir, tmp_dir = Path(data_dir), Path(tmp_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    found = fetch_raw_files(problem.raw_files(), tmp_dir, download=download)
-    splits = problem.available_splits(found)
-    skipped = {split: "its raw files are absent" for split in problem.splits if split not in splits}
+    if data_source not in DATA_SOURCES:
+        raise UserError(f"--data_source={data_source} is not one of {', '.join(DATA_SOURCES)}")
+    workers = default_workers() if workers is None else workers
+    if data_source == "tfds":
+        source = _tfds_source(problem, tfds_data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        source.prepare(download)
+        reader = _TfdsReader(source)
+        splits = tuple(split for split in problem.splits if split in source.splits)
+        skipped = {split: f"{source.name} has no such split" for split in problem.splits
+                   if split not in splits}
+    else:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        reader = _RawReader(problem, tmp_dir)
+        found = fetch_raw_files(problem.raw_files(), tmp_dir, download=download)
+        splits = problem.available_splits(found)
+        skipped = {split: "its raw files are absent" for split in problem.splits
+                   if split not in splits}
 
     vocab_path = problem.vocab_path(data_dir)
     vocab_reused = vocab_path.exists()
     if vocab_reused:
         vocab = problem.load_vocab(data_dir)
     else:
-        vocab = _build_vocab(problem, data_dir, tmp_dir)
+        vocab = _build_vocab(problem, data_dir, reader)
 
     summaries = {}
     for split in splits:
@@ -152,19 +214,37 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
             previous.reused = True
             summaries[split] = previous
         else:
-            summaries[split] = _write_split(problem, vocab, data_dir, tmp_dir, split)
+            summaries[split] = _write_split(problem, vocab, data_dir, reader, split, workers)
         if split != "train":
             problem.write_eval_references(data_dir, tmp_dir, split, summaries[split].reused)
     return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
                           vocab_reused, summaries, skipped)
 
 
-def _vocab_texts(problem: "Problem", tmp_dir: Path) -> Iterator[str]:
-    pairs = tqdm(problem.text_pairs("train", tmp_dir), desc="vocabulary: reading train",
+def _vocab_texts(reader) -> Iterator[str]:
+    pairs = tqdm(reader.text_pairs("train"), desc="vocabulary: reading train",
                  unit=" pairs", mininterval=2.0)
     for source, target, _ in clean_pairs(pairs, {}):
         yield source
         yield target
+
+
+def reservoir_sample(texts: Iterator[str], size: int, seed: int = 1) -> Iterator[str]:
+    """A uniform sample of at most ``size`` of ``texts`` (memory: ``size`` strings).
+
+    When there are at most ``size`` texts, all of them in their order; otherwise the
+    sample in reservoir order. Streams: yields only after ``texts`` is exhausted.
+    """
+    rng = random.Random(seed)
+    sample: List[str] = []
+    for seen, text in enumerate(texts):
+        if seen < size:
+            sample.append(text)
+        else:
+            slot = rng.randrange(seen + 1)
+            if slot < size:
+                sample[slot] = text
+    yield from sample
 
 
 class _RecordingTexts:
@@ -185,31 +265,34 @@ class _RecordingTexts:
             raise
 
 
-def _build_vocab(problem: "Problem", data_dir: Path, tmp_dir: Path):
-    """Trains the vocabulary on train; an error reading train (unaligned files, corrupt
-    archives) keeps its own type and message, and an empty train split is refused."""
-    texts = _RecordingTexts(_vocab_texts(problem, tmp_dir))
+def _build_vocab(problem: "Problem", data_dir: Path, reader):
+    """Trains the vocabulary on a bounded sample of train (``VocabSpec.max_sentences``
+    sentences, reservoir-sampled over the whole split); an error reading train (unaligned
+    files, corrupt archives) keeps its own type and message, and an empty train split is
+    refused."""
+    texts = _RecordingTexts(reservoir_sample(_vocab_texts(reader),
+                                             problem.vocab_spec.max_sentences))
     try:
         vocab = problem.build_vocab(texts, data_dir)
     except Exception:
         if texts.error is not None:
             raise texts.error from None
         if texts.count == 0:
-            raise _empty_split_error(problem, "train", tmp_dir) from None
+            raise _empty_split_error(problem, "train", reader) from None
         raise
     if texts.count == 0:
-        raise _empty_split_error(problem, "train", tmp_dir)
+        raise _empty_split_error(problem, "train", reader)
     return vocab
 
 
-def _empty_split_error(problem: "Problem", split: str, tmp_dir: Path,
+def _empty_split_error(problem: "Problem", split: str, reader,
                        dropped: Optional[Dict[str, DropCount]] = None) -> RawDataError:
     why = ("every pair was dropped: " + ", ".join(f"{reason}: {drop.count:,} (first: "
                                                  f"{drop.first})"
                                                  for reason, drop in dropped.items())
            if dropped else "its raw files hold no lines, or only empty or non-UTF-8 ones")
     return RawDataError(f"split {split!r} of {problem.name} has no usable examples ({why}): "
-                        f"{problem.split_source(split, tmp_dir)}; replace them with the "
+                        f"{reader.split_source(split)}; replace them with the "
                         f"real files")
 
 
@@ -244,20 +327,19 @@ def _load_complete(problem: "Problem", data_dir: Path, split: str) -> Optional[S
     return None
 
 
-def _write_split(problem: "Problem", vocab, data_dir: Path, tmp_dir: Path,
-                 split: str) -> SplitSummary:
+def _write_split(problem: "Problem", vocab, data_dir: Path, reader, split: str,
+                 workers: int) -> SplitSummary:
     stats_path(data_dir, problem.name, split).unlink(missing_ok=True)
-    paths = shard_paths(data_dir, problem.name, split, problem.num_shards(split))
     dropped: Dict[str, DropCount] = {}
-    summary = SplitSummary(split, 0, [p.name for p in paths], dropped)
+    summary = SplitSummary(split, 0, [], dropped)
     keep_text = split != "train"
     text_files = text_paths(data_dir, problem.name, split)
     text_tmp = [p.with_name(p.name + ".tmp") for p in text_files]
     handles = [open(p, "w", encoding="utf-8") for p in text_tmp] if keep_text else []
     try:
-        _write_examples(problem, vocab, tmp_dir, split, paths, summary, handles)
+        _write_examples(problem, vocab, reader, split, data_dir, summary, handles, workers)
         if summary.examples == 0:
-            raise _empty_split_error(problem, split, tmp_dir, summary.dropped)
+            raise _empty_split_error(problem, split, reader, summary.dropped)
     except BaseException:
         for handle in handles:
             handle.close()
@@ -272,44 +354,57 @@ def _write_split(problem: "Problem", vocab, data_dir: Path, tmp_dir: Path,
     return summary
 
 
-def _write_examples(problem: "Problem", vocab, tmp_dir: Path, split: str, paths,
-                    summary: SplitSummary, handles) -> None:
-    """Encodes the usable pairs of ``split`` into the shards ``paths`` (and the kept text
-    into ``handles``, which it closes), counting them in ``summary``."""
-    keep_text = bool(handles)
-    dropped = summary.dropped
-    pairs = tqdm(problem.text_pairs(split, tmp_dir), desc=f"{split}: encoding", unit=" pairs",
+def _batches(items: Iterator[Tuple[str, str, TextPair]], origins: "collections.deque",
+             handles) -> Iterator[List[Tuple[str, str]]]:
+    """Groups cleaned pairs into batches of texts to encode; each batch's ``TextPair``s
+    go to ``origins`` (for drop reports) and the kept text to ``handles``."""
+    batch: List[Tuple[str, str]] = []
+    origin: List[TextPair] = []
+    for source, target, pair in items:
+        batch.append((source, target))
+        origin.append(pair)
+        if handles:
+            handles[0].write(source + "\n")
+            handles[1].write(target + "\n")
+        if len(batch) == _ENCODE_BATCH:
+            origins.append(origin)
+            yield batch
+            batch, origin = [], []
+    if batch:
+        origins.append(origin)
+        yield batch
+
+
+def _write_examples(problem: "Problem", vocab, reader, split: str, data_dir: Path,
+                    summary: SplitSummary, handles, workers: int) -> None:
+    """Encodes the usable pairs of ``split`` into shuffled shards (``workers`` processes;
+    the output does not depend on their number) and the kept text into ``handles``
+    (closed here), counting them in ``summary``. The shard count is the problem's, or
+    more when a shard would hold over ``MAX_SHARD_EXAMPLES`` examples."""
+    pairs = tqdm(reader.text_pairs(split), desc=f"{split}: encoding", unit=" pairs",
                  mininterval=2.0)
+    paths = shard_paths(data_dir, problem.name, split, problem.num_shards(split))
+    name_shard = lambda index, total: shard_paths(data_dir, problem.name, split, total)[index]
+    origins: "collections.deque" = collections.deque()
+    too_long = f"{DROP_LONG} ({problem.max_length} tokens with EOS)"
     try:
-        with ShuffledShardWriter(paths, seed=zlib.crc32(f"{problem.name}/{split}".encode())) as writer:
-            batch: List[Tuple[str, str, TextPair]] = []
-            for item in clean_pairs(pairs, dropped):
-                batch.append(item)
-                if keep_text:
-                    handles[0].write(item[0] + "\n")
-                    handles[1].write(item[1] + "\n")
-                if len(batch) == _ENCODE_BATCH:
-                    _encode_and_write(problem, vocab, batch, writer, summary)
-                    batch = []
-            if batch:
-                _encode_and_write(problem, vocab, batch, writer, summary)
+        with ShuffledShardWriter(paths, seed=zlib.crc32(f"{problem.name}/{split}".encode()),
+                                 max_shard_examples=MAX_SHARD_EXAMPLES,
+                                 shard_path=name_shard) as writer:
+            batches = _batches(clean_pairs(pairs, summary.dropped), origins, handles)
+            for encoded in encode_batches(batches, vocab, problem.max_length, workers):
+                for pair, (record, source_length, target_length) in zip(origins.popleft(),
+                                                                        encoded):
+                    if record is None:
+                        file = (pair.source_file if source_length >= problem.max_length
+                                else pair.target_file)
+                        _count(summary.dropped, too_long, f"{file} line {pair.line}")
+                        continue
+                    writer.write_serialized(record)
+                    summary.examples += 1
+                    summary.max_input_length = max(summary.max_input_length, source_length)
+                    summary.max_target_length = max(summary.max_target_length, target_length)
     finally:
         for handle in handles:
             handle.close()
-
-
-def _encode_and_write(problem: "Problem", vocab, batch, writer: ShuffledShardWriter,
-                      summary: SplitSummary) -> None:
-    sources = vocab.encode_batch([source for source, _, _ in batch])
-    targets = vocab.encode_batch([target for _, target, _ in batch])
-    limit = problem.max_length - 1  # room for EOS
-    for (_, _, pair), source, target in zip(batch, sources, targets):
-        if len(source) > limit or len(target) > limit:
-            file = pair.source_file if len(source) > limit else pair.target_file
-            _count(summary.dropped, f"{DROP_LONG} ({problem.max_length} tokens with EOS)",
-                   f"{file} line {pair.line}")
-            continue
-        writer.write(source, target)
-        summary.examples += 1
-        summary.max_input_length = max(summary.max_input_length, len(source))
-        summary.max_target_length = max(summary.max_target_length, len(target))
+    summary.shards = [path.name for path in writer.paths]

@@ -22,6 +22,7 @@ from typing import (TYPE_CHECKING, ClassVar, Iterable, Iterator, List, Mapping, 
                     Sequence, Tuple, Union)
 
 from t2t_lite.data.raw import RawFile, TextPair
+from t2t_lite.data.tfds_source import TfdsSource
 from t2t_lite.errors import UserError
 from t2t_lite.registry import PROBLEMS
 
@@ -59,6 +60,7 @@ class Problem:
     eval_shards: ClassVar[int] = 1
     eval_metrics: ClassVar[Tuple[str, ...]] = ()
     decode_defaults: ClassVar[Mapping[str, float]] = {}
+    tfds: ClassVar[Optional[TfdsSource]] = None  # builder for datagen's --data_source=tfds
 
     def __init__(self, vocab_spec: Optional[VocabSpec] = None):
         """``vocab_spec`` replaces the class's (e.g. a small vocabulary for a miniature corpus)."""

@@ -11,7 +11,7 @@ import os
 import random
 import struct
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
 
@@ -25,12 +25,17 @@ def shard_paths(data_dir: Union[str, Path], problem_name: str, split: str,
             for i in range(num_shards)]
 
 
-def _serialize(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
+def serialize_pair(inputs: Sequence[int], targets: Sequence[int]) -> bytes:
+    """One record: a ``tf.train.Example`` with int64 lists ``inputs`` and ``targets``,
+    the same bytes in every process."""
     feature = {
         "inputs": tf.train.Feature(int64_list=tf.train.Int64List(value=inputs)),
         "targets": tf.train.Feature(int64_list=tf.train.Int64List(value=targets)),
     }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    # deterministic: map entries sorted by key ("inputs", "targets"); otherwise their order
+    # may differ between processes (encoding workers) and so would the bytes.
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    return example.SerializeToString(deterministic=True)
 
 
 class ShuffledShardWriter:
@@ -39,31 +44,75 @@ class ShuffledShardWriter:
     Examples go to a random shard (seeded) in a first pass; ``close`` shuffles each shard
     in memory and renames it into place. Use as a context manager; on error nothing is
     renamed and the temporary files are removed.
+
+    With ``max_shard_examples``, memory stays bounded and the shard count grows with the
+    corpus: at ``close``, a first-pass shard holding more examples is scattered (seeded)
+    into ``ceil(count / max_shard_examples)`` output shards, each then shuffled in memory;
+    ``shard_path(index, total)`` names the outputs and ``paths`` lists them after
+    ``close``. Without splitting, the output is the same as without the limit.
     """
 
-    def __init__(self, paths: Sequence[Path], seed: int):
+    def __init__(self, paths: Sequence[Path], seed: int, *,
+                 max_shard_examples: Optional[int] = None,
+                 shard_path: Optional[Callable[[int, int], Path]] = None):
         self.paths = list(paths)
         self._rng = random.Random(seed)
         self._unshuffled = [p.with_name(p.name + ".unshuffled") for p in self.paths]
         self._writers = [tf.io.TFRecordWriter(str(p)) for p in self._unshuffled]
+        self._counts = [0] * len(self.paths)
+        self._max = max_shard_examples
+        self._shard_path = shard_path
+        if max_shard_examples is not None and shard_path is None:
+            raise ValueError("max_shard_examples needs shard_path to name the extra shards")
         self.count = 0
 
     def write(self, inputs: Sequence[int], targets: Sequence[int]) -> None:
-        self._writers[self._rng.randrange(len(self._writers))].write(_serialize(inputs, targets))
+        self.write_serialized(serialize_pair(inputs, targets))
+
+    def write_serialized(self, record: bytes) -> None:
+        """Writes one record made by ``serialize_pair`` (e.g. in another process)."""
+        index = self._rng.randrange(len(self._writers))
+        self._writers[index].write(record)
+        self._counts[index] += 1
         self.count += 1
 
     def close(self) -> None:
         for writer in self._writers:
             writer.close()
-        for unshuffled, path in zip(self._unshuffled, self.paths):
-            records = list(_iter_records(unshuffled))
-            self._rng.shuffle(records)
-            tmp = path.with_name(path.name + ".tmp")
-            with tf.io.TFRecordWriter(str(tmp)) as writer:
-                for record in records:
-                    writer.write(record)
-            os.replace(tmp, path)
+        parts = [1 if self._max is None else max(1, -(-count // self._max))
+                 for count in self._counts]
+        if sum(parts) != len(self.paths):
+            total = sum(parts)
+            self.paths = [self._shard_path(i, total) for i in range(total)]
+        outputs = iter(self.paths)
+        for unshuffled, part in zip(self._unshuffled, parts):
+            pieces = [next(outputs) for _ in range(part)]
+            if part == 1:
+                self._shuffle_into(list(_iter_records(unshuffled)), pieces[0])
+            else:
+                self._scatter(unshuffled, pieces)
             unshuffled.unlink()
+
+    def _shuffle_into(self, records: List[bytes], path: Path) -> None:
+        self._rng.shuffle(records)
+        tmp = path.with_name(path.name + ".tmp")
+        with tf.io.TFRecordWriter(str(tmp)) as writer:
+            for record in records:
+                writer.write(record)
+        os.replace(tmp, path)
+
+    def _scatter(self, unshuffled: Path, paths: List[Path]) -> None:
+        """Scatters one over-full first-pass shard into ``paths`` (random, seeded), then
+        shuffles each of them in memory."""
+        scattered = [p.with_name(p.name + ".scattered") for p in paths]
+        writers = [tf.io.TFRecordWriter(str(p)) for p in scattered]
+        for record in _iter_records(unshuffled):
+            writers[self._rng.randrange(len(writers))].write(record)
+        for writer in writers:
+            writer.close()
+        for part, path in zip(scattered, paths):
+            self._shuffle_into(list(_iter_records(part)), path)
+            part.unlink()
 
     def abort(self) -> None:
         for writer in self._writers:
