@@ -12,6 +12,7 @@ The ``serving_default`` signature takes ``sentences`` (``tf.string [n]``) and re
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import List, Optional
 
@@ -48,16 +49,24 @@ def run(args: argparse.Namespace):
     from t2t_lite.user_paths import new_output_dir
     from t2t_lite.usr_dir import import_run_usr_dir
 
+    created = not os.path.exists(args.export_dir)
     new_output_dir(args.export_dir, "--export_dir")  # before the long work
-    import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
-    checkpoint = resolve_checkpoint(args.output_dir, args.checkpoint_path or None)
-    run_config, problem, model, vocabulary = load_trained_model(args.output_dir, checkpoint)
-    hp = parse(args.decode_hparams, problem.decode_defaults)
-    path = export_translator(model, vocabulary, hp, args.export_dir,
-                             info={"problem": run_config.problem, "model": run_config.model,
-                                   "hparams_set": run_config.hparams_set,
-                                   "checkpoint": checkpoint},
-                             constraint=problem.decode_constraint(vocabulary))
+    try:
+        import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
+        checkpoint = resolve_checkpoint(args.output_dir, args.checkpoint_path or None)
+        run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
+                                                                    checkpoint)
+        hp = parse(args.decode_hparams, problem.decode_defaults)
+        path = export_translator(model, vocabulary, hp, args.export_dir,
+                                 info={"problem": run_config.problem,
+                                       "model": run_config.model,
+                                       "hparams_set": run_config.hparams_set,
+                                       "checkpoint": checkpoint},
+                                 constraint=problem.decode_constraint(vocabulary))
+    except BaseException:
+        if created and os.path.isdir(args.export_dir) and not os.listdir(args.export_dir):
+            os.rmdir(args.export_dir)  # the check above made it; a failure leaves nothing
+        raise
     print(f"exported {checkpoint} to {path} [{hp.to_string()}]")
     return path
 
