@@ -36,3 +36,11 @@ def ptb_sample_dir() -> Path:
 @pytest.fixture
 def wmt_sgm_dir() -> Path:
     return shared_data_dir("wmt_sgm_sample")
+
+
+@pytest.fixture(scope="session")
+def numbers_data() -> Path:
+    """translate_ende_numbers data (vocabulary, records, dev/test text), made once per
+    session and shared: tests read it, never write into it."""
+    import run_dir_helpers
+    return run_dir_helpers.data_dir()

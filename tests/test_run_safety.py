@@ -17,7 +17,6 @@ import tensorflow as tf
 
 from t2t_lite.commands import avg_checkpoints, decoder, exporter
 from t2t_lite.commands import trainer as trainer_command
-from t2t_lite.data import datagen
 from t2t_lite.run_config import RUN_CONFIG_FILE, RunConfig
 from t2t_lite.training import checkpointing
 from t2t_lite.training import trainer as trainer_module
@@ -31,13 +30,6 @@ PROBLEM = "translate_ende_numbers"
 TINY = "num_hidden_layers=1,hidden_size=32,filter_size=64,num_heads=2,batch_size=512,max_length=40"
 REPO = Path(__file__).resolve().parent.parent
 QUIET = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-
-
-@pytest.fixture(scope="module")
-def numbers_data(tmp_path_factory) -> Path:
-    data_dir = tmp_path_factory.mktemp("numbers_data")
-    datagen.generate(PROBLEM, data_dir, data_dir)
-    return data_dir
 
 
 def make_config(data_dir, output_dir, **overrides) -> TrainerConfig:

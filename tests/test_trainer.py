@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.data import datagen
 from t2t_lite.run_config import RunConfig, RunConfigMismatch
 from t2t_lite.training import train_step as train_step_module
 from t2t_lite.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
@@ -22,13 +21,6 @@ TESTS = Path(__file__).resolve().parent
 PROBLEM = "translate_ende_numbers"
 # Small enough that a step takes milliseconds on a 2-core CPU.
 TINY = "num_hidden_layers=1,hidden_size=32,filter_size=64,num_heads=2,batch_size=512,max_length=40"
-
-
-@pytest.fixture(scope="module")
-def numbers_data(tmp_path_factory) -> Path:
-    data_dir = tmp_path_factory.mktemp("numbers_data")
-    datagen.generate(PROBLEM, data_dir, data_dir)
-    return data_dir
 
 
 def make_config(data_dir, output_dir, **overrides) -> TrainerConfig:

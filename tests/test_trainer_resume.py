@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import run_dir_helpers
 from t2t_lite.data import records
 from t2t_lite.data.problem import get_problem
 from test_trainer import PROBLEM, TINY, final_weights, free_port, trainer_command
@@ -30,11 +29,6 @@ from test_trainer import PROBLEM, TINY, final_weights, free_port, trainer_comman
 TESTS = Path(__file__).resolve().parent
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 DEADLINE = 300  # seconds any one process may take before the test fails instead of hanging
-
-
-@pytest.fixture(scope="module")
-def numbers_data() -> Path:
-    return run_dir_helpers.data_dir()
 
 
 def checkpoint_step(run: Path) -> int:
