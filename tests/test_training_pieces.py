@@ -121,3 +121,25 @@ def test_token_metrics_match_hand_computation():
     assert keras.metrics.deserialize(keras.metrics.serialize(accuracy),
                                      custom_objects={"TokenAccuracy": TokenAccuracy}
                                      ).name == "token_accuracy"
+
+
+def test_evaluator_builds_one_translator_for_every_evaluation(monkeypatch):
+    """Each evaluation used to build a new Translator, retracing decoding for every bucket."""
+    import run_dir_helpers
+    from t2t_lite.decoding import translator as translator_module
+    from t2t_lite.run_loading import load_trained_model
+    from t2t_lite.training.evaluation import Evaluator
+
+    run_config, problem, model, vocabulary = load_trained_model(run_dir_helpers.tiny_run_dir())
+    built = []
+    original = translator_module.Translator.__init__
+
+    def counting_init(self, *args, **kwargs):
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(translator_module.Translator, "__init__", counting_init)
+    evaluator = Evaluator(model, problem, vocabulary, run_config.resolved_hparams(),
+                          str(run_dir_helpers.data_dir()), eval_steps=1, bleu_sentences=3)
+    first, second = evaluator.text_metrics(), evaluator.text_metrics()
+    assert len(built) == 1 and first == second and "exact_match" in first

@@ -41,6 +41,7 @@ class Evaluator:
         self.beam_size = beam_size
         self._stats_fn = tf.function(self._batch_statistics)
         self._texts = None
+        self._translator = None
 
     def _batch_statistics(self, features):
         logits = self.model(features, training=False)
@@ -74,12 +75,14 @@ class Evaluator:
             self._texts = (list(sources[: self.bleu_sentences]),
                            list(references[: self.bleu_sentences]))
         sources, references = self._texts
-        translator = Translator(self.model, self.vocabulary, beam_size=self.beam_size,
-                                alpha=self.problem.decode_defaults.get("alpha", 0.6),
-                                extra_length=self.problem.decode_defaults.get("extra_length", 50),
-                                max_input_length=self.hparams.max_length,
-                                constraint=self.problem.decode_constraint(self.vocabulary))
-        hypotheses: List[str] = translator.translate(sources)
+        if self._translator is None:  # one per run: its traced decode functions are reused
+            self._translator = Translator(
+                self.model, self.vocabulary, beam_size=self.beam_size,
+                alpha=self.problem.decode_defaults.get("alpha", 0.6),
+                extra_length=self.problem.decode_defaults.get("extra_length", 50),
+                max_input_length=self.hparams.max_length,
+                constraint=self.problem.decode_constraint(self.vocabulary))
+        hypotheses: List[str] = self._translator.translate(sources)
         return score_texts(self.problem.eval_metrics, hypotheses, references, sources)
 
     def evaluate(self) -> Dict[str, float]:
