@@ -46,6 +46,10 @@ SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], Tuple[tf.Tensor, Any]]
 class SearchConstraint(Protocol):
     """Which tokens each hypothesis may emit next; its state is a dict of [n, ...] tensors."""
 
+    def initial_state(self, inputs: tf.Tensor, decode_length: tf.Tensor) -> Any:
+        """The state of every sentence before its first token: inputs int32 [b, s],
+        decode_length int32 [b] (the tokens each sentence may emit)."""
+
     def allowed(self, state: Any, budget: tf.Tensor) -> tf.Tensor:
         """bool [n, V]; ``budget`` int32 [n]: tokens the row may still emit, EOS included."""
 
@@ -153,12 +157,12 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         new_alive_seq = tf.gather(top_seq, choice, batch_dims=1)
         new_alive_last = tf.gather(top_token, choice, batch_dims=1)
         origin = tf.gather(top_beam, choice, batch_dims=1) + row_offsets  # rows of b*k
-        new_states = tf.nest.map_structure(
-            lambda state: tf.gather(state, tf.reshape(origin, [-1])), new_states)
+        flat_origin = tf.reshape(origin, [-1])
+        reorder = lambda state: tf.gather(state, flat_origin)  # noqa: E731
+        new_states = tf.nest.map_structure(reorder, new_states)
         if constraint is not None:
             constraint_state = constraint.update(
-                tf.nest.map_structure(lambda state: tf.gather(state, tf.reshape(origin, [-1])),
-                                      constraint_state),
+                tf.nest.map_structure(reorder, constraint_state),
                 tf.reshape(new_alive_last, [-1]))
 
         # Finished: the k best of the old finished and the candidates ending in EOS that
