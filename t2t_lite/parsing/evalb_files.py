@@ -120,6 +120,8 @@ def read_test_trees(path: Union[str, Path]) -> List[Optional[Tree]]:
     """The trees of a decoded file (``t2t-lite-decoder``'s output), one a line; an
     empty line gives ``None``."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"parsed file {path} is a directory; pass the decoder's output file")
     if not path.is_file():
         raise FileNotFoundError(f"parsed file {path} does not exist")
     text = path.read_text(encoding="utf-8")
