@@ -2,7 +2,6 @@
 from another directory, each must print exactly one ``error:`` line naming the flag or
 file, no traceback, exit with status 2 (a closed stdout: quietly, 141), and lose nothing
 the user made."""
-import gzip
 import os
 import subprocess
 import sys
@@ -10,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import corpus_helpers
+from corpus_helpers import read_gz, write_gz
 from run_dir_helpers import tiny_run_dir
 
 BIN = Path(sys.executable).parent
@@ -76,24 +77,10 @@ def test_datagen_data_dir_permission_denied_and_read_only(tmp_path):
     assert_one_error_line(result, f"--data_dir={unwritable}", "cannot create files in it")
 
 
-def _write_gz(path: Path, lines):
-    with gzip.open(path, "wb") as handle:
-        handle.write(b"".join(line + b"\n" for line in lines))
-
-
-def _read_gz(path: Path, count: int):
-    with gzip.open(path, "rb") as handle:
-        return [next(handle).rstrip(b"\n") for _ in range(count)]
-
-
 @pytest.fixture
 def raw_multi30k(tmp_path, multi30k_dir):
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    for stem in ("train", "val", "test_2016_flickr"):
-        for lang in ("en", "de"):
-            _write_gz(raw / f"{stem}.{lang}.gz", _read_gz(multi30k_dir / f"{stem}.{lang}.gz", 200))
-    return raw
+    return corpus_helpers.mini_multi30k(multi30k_dir, tmp_path / "raw",
+                                        dict.fromkeys(corpus_helpers.MULTI30K_SPLITS, 200))
 
 
 def _datagen_multi30k(tmp_path):
@@ -103,7 +90,7 @@ def _datagen_multi30k(tmp_path):
 
 @pytest.mark.slow
 def test_datagen_train_line_counts_differ(tmp_path, raw_multi30k):
-    _write_gz(raw_multi30k / "train.de.gz", _read_gz(raw_multi30k / "train.de.gz", 190))
+    write_gz(raw_multi30k / "train.de.gz", read_gz(raw_multi30k / "train.de.gz", 190))
     result = _datagen_multi30k(tmp_path)
     assert_one_error_line(result, "raw/train.en.gz has 200 lines", "raw/train.de.gz has 190 lines")
 
@@ -112,7 +99,7 @@ def test_datagen_train_line_counts_differ(tmp_path, raw_multi30k):
 @pytest.mark.parametrize("stem", ["train", "val"])
 def test_datagen_empty_split_is_refused_naming_its_files(tmp_path, raw_multi30k, stem):
     for lang in ("en", "de"):
-        _write_gz(raw_multi30k / f"{stem}.{lang}.gz", [])
+        write_gz(raw_multi30k / f"{stem}.{lang}.gz", [])
     result = _datagen_multi30k(tmp_path)
     assert_one_error_line(result, "has no usable examples", f"raw/{stem}.en.gz",
                           f"raw/{stem}.de.gz")
@@ -120,7 +107,7 @@ def test_datagen_empty_split_is_refused_naming_its_files(tmp_path, raw_multi30k,
 
 @pytest.mark.slow
 def test_datagen_error_leaves_no_tmp_text_files(tmp_path, raw_multi30k):
-    _write_gz(raw_multi30k / "val.de.gz", _read_gz(raw_multi30k / "val.de.gz", 150))
+    write_gz(raw_multi30k / "val.de.gz", read_gz(raw_multi30k / "val.de.gz", 150))
     result = _datagen_multi30k(tmp_path)
     assert_one_error_line(result, "raw/val.de.gz has 150 lines")
     assert not list((tmp_path / "data").glob("*.tmp"))

@@ -1,6 +1,4 @@
 """t2t-lite-datagen: end to end on the numbers problem, and the bad-input reports."""
-import gzip
-from pathlib import Path
 
 import pytest
 import tensorflow as tf
@@ -12,6 +10,9 @@ from t2t_lite.data.problem import VocabSpec, eval_text, get_problem
 from t2t_lite.data.raw import RawDataError, RawFile, fetch_raw_files
 from t2t_lite.data.records import read_examples
 from t2t_lite.problems.translate_multi30k import TranslateEndeMulti30k
+
+import corpus_helpers
+from corpus_helpers import read_gz, write_gz
 
 
 def test_numbers_datagen_command_end_to_end_and_rerun(tmp_path, capsys):
@@ -43,26 +44,11 @@ def test_numbers_datagen_command_end_to_end_and_rerun(tmp_path, capsys):
     assert not list(data_dir.glob("*.tmp")) and not list(data_dir.glob("*.unshuffled"))
 
 
-def _write_gz(path: Path, lines):
-    with gzip.open(path, "wb") as handle:
-        for line in lines:
-            handle.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
-
-
-def _read_gz(path: Path, count: int):
-    with gzip.open(path, "rb") as handle:
-        return [next(handle).rstrip(b"\n") for _ in range(count)]
-
-
 @pytest.fixture
 def mini_multi30k(tmp_path, multi30k_dir):
     """A miniature Multi30k tmp_dir: the real first lines of each required file."""
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    for stem, count in (("train", 400), ("val", 40), ("test_2016_flickr", 40)):
-        for lang in ("en", "de"):
-            _write_gz(raw / f"{stem}.{lang}.gz", _read_gz(multi30k_dir / f"{stem}.{lang}.gz", count))
-    return raw
+    return corpus_helpers.mini_multi30k(multi30k_dir, tmp_path / "raw",
+                                        {"train": 400, "val": 40, "test_2016_flickr": 40})
 
 
 def small_multi30k(max_length=256):
@@ -72,14 +58,14 @@ def small_multi30k(max_length=256):
 
 
 def test_empty_invalid_utf8_and_long_lines_are_counted_with_first_line(tmp_path, mini_multi30k):
-    en = _read_gz(mini_multi30k / "train.en.gz", 400)
-    de = _read_gz(mini_multi30k / "train.de.gz", 400)
+    en = read_gz(mini_multi30k / "train.en.gz", 400)
+    de = read_gz(mini_multi30k / "train.de.gz", 400)
     en[2] = b""                      # line 3: empty
     de[4] = b"Ein Hund \xff\xfe."     # line 5: invalid UTF-8
     de[9] = b"   "                   # line 10: blank
     en[20] = b" ".join([b"dog"] * 200)  # line 21: far longer than max_length
-    _write_gz(mini_multi30k / "train.en.gz", en)
-    _write_gz(mini_multi30k / "train.de.gz", de)
+    write_gz(mini_multi30k / "train.en.gz", en)
+    write_gz(mini_multi30k / "train.de.gz", de)
     summary = generate_problem_data(small_multi30k(max_length=120), tmp_path / "data",
                                     mini_multi30k, download=False)
     train = summary.splits["train"]
@@ -97,7 +83,7 @@ def test_empty_invalid_utf8_and_long_lines_are_counted_with_first_line(tmp_path,
 
 
 def test_mismatched_line_counts_name_both_files(tmp_path, mini_multi30k):
-    _write_gz(mini_multi30k / "val.de.gz", _read_gz(mini_multi30k / "val.de.gz", 37))
+    write_gz(mini_multi30k / "val.de.gz", read_gz(mini_multi30k / "val.de.gz", 37))
     with pytest.raises(RawDataError) as error:
         generate_problem_data(small_multi30k(), tmp_path / "data", mini_multi30k, download=False)
     message = str(error.value)

@@ -1,7 +1,6 @@
 """Datagen at scale: parallel encoding, shard counts that grow with the corpus, and the
 bounded vocabulary sample (the figures are in scripts/benchmark_datagen.py)."""
 import collections
-import gzip
 
 import pytest
 
@@ -11,19 +10,14 @@ from t2t_lite.data.problem import VocabSpec
 from t2t_lite.data.records import ShuffledShardWriter, read_examples, shard_paths
 from t2t_lite.problems.translate_multi30k import TranslateEndeMulti30k
 
+import corpus_helpers
+
 
 @pytest.fixture
 def raw_400(tmp_path, multi30k_dir):
     """tmp_dir with the first 400 train and 40 val/test lines of Multi30k."""
-    raw = tmp_path / "raw"
-    raw.mkdir()
-    for stem, count in (("train", 400), ("val", 40), ("test_2016_flickr", 40)):
-        for lang in ("en", "de"):
-            with gzip.open(multi30k_dir / f"{stem}.{lang}.gz", "rb") as handle:
-                lines = handle.readlines()[:count]
-            with gzip.open(raw / f"{stem}.{lang}.gz", "wb") as handle:
-                handle.writelines(lines)
-    return raw
+    return corpus_helpers.mini_multi30k(multi30k_dir, tmp_path / "raw",
+                                        {"train": 400, "val": 40, "test_2016_flickr": 40})
 
 
 def _problem():
