@@ -2,8 +2,10 @@
 (32,000 word-pieces).
 
 Training corpora come from the official tgz/tar archives, read through their real member
-names; dev is newstest2013 and test newstest2014, read from the SGML (``<seg id=..>``)
-files inside the official dev and test archives. Members are extracted once into
+names. Dev is newstest2013, the plain-text ``dev/newstest2013.{en,de,fr}`` of WMT19's
+``dev.tgz`` (the copy TensorFlow Datasets' ``wmt14_translate`` reads, with a recorded
+SHA-256); test is newstest2014, read from the SGML (``<seg id=..>``) files of the official
+``test-full.tgz``, as sacreBLEU scores it. Members are extracted once into
 ``tmp_dir/<archive>.extracted/``.
 
 Both can instead read TensorFlow Datasets (``t2t-lite-datagen --data_source=tfds``):
@@ -29,9 +31,11 @@ from t2t_lite.registry import register_problem
 # Sizes and SHA-256s: tensorflow_datasets 4.9.10, url_checksums/wmt14_translate.txt,
 # wmt13_translate.txt and wmt15_translate.txt (the archives' recorded facts; TFDS fetches
 # the same files over http). test-full.tgz: MD5 from sacrebleu 2.x's dataset list
-# ("wmt14/full"), the only record published for it. wmt14/dev.tgz has no record in
-# either package: it is checked by extracting it (a corrupt archive is refused there).
-# statmt.org serves https (sacrebleu downloads from https://statmt.org/).
+# ("wmt14/full"), the only record published for it. The dev set comes from WMT19's
+# dev.tgz, not wmt14/dev.tgz, because only the former has a published record (TFDS's
+# wmt14_translate reads newstest2013 from it too; sacrebleu's "wmt19/dev" gives its MD5).
+# statmt.org serves https (sacrebleu downloads from https://statmt.org/ and
+# https://data.statmt.org/).
 STATMT = "https://statmt.org/"
 EUROPARL = RawFile("training-parallel-europarl-v7.tgz",
                    STATMT + "wmt13/training-parallel-europarl-v7.tgz", size=657632379,
@@ -48,7 +52,9 @@ UN = RawFile("training-parallel-un.tgz", STATMT + "wmt13/training-parallel-un.tg
 GIGA_FREN = RawFile("training-giga-fren.tar", STATMT + "wmt10/training-giga-fren.tar",
                     size=2595102720,
                     sha256="3ff8319f6919393520559bfbc7ad6a747ec81b3abc7be9993b338d4b017b4d9a")
-DEV = RawFile("dev.tgz", STATMT + "wmt14/dev.tgz")
+DEV = RawFile("dev.tgz", "https://data.statmt.org/wmt19/translation-task/dev.tgz",
+              size=38654961,
+              sha256="7a7deccf82ebb05ba508dba5eb21356492224e8f630ec4f992132b029b4b25e7")
 TEST = RawFile("test-full.tgz", STATMT + "wmt14/test-full.tgz",
                md5="a8cd784e006feb32ac6f3d9ec7eb389a")
 
@@ -87,7 +93,8 @@ def _news_commentary(pair: str, src: str, tgt: str) -> ArchivePair:
 
 
 class Wmt14Problem(TranslationProblem):
-    """Shared reading code: train = concatenated corpora, dev/test = SGML test sets."""
+    """Shared reading code: train = concatenated corpora, dev = plain newstest2013, test =
+    SGML newstest2014."""
 
     train_corpora: Tuple[ArchivePair, ...] = ()
     dev_set: ArchivePair
@@ -115,7 +122,7 @@ class TranslateEndeWmt14(Wmt14Problem):
     tfds = TfdsSource("wmt14_translate/de-en", "en", "de")
     train_corpora = (_europarl("de-en", "en", "de"), _commoncrawl("de-en", "en", "de"),
                      _news_commentary("de-en", "en", "de"))
-    dev_set = ArchivePair(DEV, "dev/newstest2013-src.en.sgm", "dev/newstest2013-ref.de.sgm")
+    dev_set = ArchivePair(DEV, "dev/newstest2013.en", "dev/newstest2013.de")
     test_set = ArchivePair(TEST, "test-full/newstest2014-deen-src.en.sgm",
                            "test-full/newstest2014-deen-ref.de.sgm")
 
@@ -132,7 +139,7 @@ class TranslateEnfrWmt14(Wmt14Problem):
                      ArchivePair(UN, "un/undoc.2000.fr-en.en", "un/undoc.2000.fr-en.fr"),
                      ArchivePair(GIGA_FREN, "giga-fren.release2.fixed.en.gz",
                                  "giga-fren.release2.fixed.fr.gz"))
-    dev_set = ArchivePair(DEV, "dev/newstest2013-src.en.sgm", "dev/newstest2013-ref.fr.sgm")
+    dev_set = ArchivePair(DEV, "dev/newstest2013.en", "dev/newstest2013.fr")
     test_set = ArchivePair(TEST, "test-full/newstest2014-fren-src.en.sgm",
                            "test-full/newstest2014-fren-ref.fr.sgm")
 

@@ -34,7 +34,7 @@ def test_recorded_sizes_and_sha256_are_tensorflow_datasets_records():
         if raw.sha256:
             assert records[raw.url.split("://", 1)[1].split("/", 1)[1]] == (raw.size, raw.sha256)
             checked += 1
-    assert checked == 5  # every training archive; dev/test have no TFDS record
+    assert checked == 6  # every training archive and the dev set; test-full has no TFDS record
 
 
 def test_wmt14_files_come_over_https_and_test_full_has_its_md5():

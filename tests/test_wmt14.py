@@ -67,12 +67,14 @@ def wmt_raw(tmp_path_factory):
     _tar(raw / "training-giga-fren.tar", {"giga-fren.release2.fixed.en.gz": gzip.compress(en(7)),
                                           "giga-fren.release2.fixed.fr.gz": gzip.compress(xx(7))},
          mode="w")
-    small_src = (sgm / "newstest2015-100sents-enru-src.en.sgm").read_bytes()
-    small_ref = (sgm / "newstest2015-100sents-enru-ref.ru.sgm").read_bytes()
-    _tar(raw / "dev.tgz", {"dev/newstest2013-src.en.sgm": small_src,
-                           "dev/newstest2013-ref.de.sgm": small_ref,
-                           "dev/newstest2013-ref.fr.sgm": small_ref,
-                           "dev/newstest2013.en": b"plain text copies are ignored\n"})
+    # WMT19's dev.tgz holds newstest2013 as plain text and other years as SGML.
+    small_en = (sgm / "newstest-2015-100sents.en-ru.src.en").read_bytes()
+    small_ru = (sgm / "newstest-2015-100sents.en-ru.ref.ru").read_bytes()
+    _tar(raw / "dev.tgz", {"dev/newstest2013.en": small_en, "dev/newstest2013.de": small_ru,
+                           "dev/newstest2013.fr": small_ru,
+                           "dev/newstest2013.cs": b"other languages are not read\n",
+                           "dev/newstest2015-enru-src.en.sgm":
+                               (sgm / "newstest2015-100sents-enru-src.en.sgm").read_bytes()})
     # newstest2014 stand-in: the first 200 segments of the full newstest2015 files.
     full_src = _first_segments(sgm / "newstest2015-enru-src.en.sgm", 200)
     full_ref = _first_segments(sgm / "newstest2015-enru-ref.ru.sgm", 200)
@@ -124,6 +126,7 @@ def test_enfr_wmt14_wordpieces_from_miniature_official_archives(tmp_path, wmt_ra
     problem = TranslateEnfrWmt14(vocab_spec=VocabSpec(kind="wordpiece", size=1000))
     summary = generate_problem_data(problem, tmp_path / "data", wmt_raw, download=False)
     assert summary.splits["train"].examples == 500  # five corpora incl. UN and giga-fren (.gz in .tar)
+    assert summary.splits["dev"].examples == 100  # dev/newstest2013.{en,fr}
     assert summary.splits["test"].examples == 200
     assert summary.vocab_file.endswith(".wordpiece.txt") and summary.vocab_size <= 1000 * 1.1
     vocab = problem.load_vocab(tmp_path / "data")
@@ -137,9 +140,10 @@ def test_missing_and_corrupt_archives_say_what_to_do(tmp_path, wmt_raw):
     assert ("training-parallel-europarl-v7.tgz  <-  "
             "https://statmt.org/wmt13/training-parallel-europarl-v7.tgz") in str(error.value)
     assert "test-full.tgz  <-  https://statmt.org/wmt14/test-full.tgz" in str(error.value)
+    assert "dev.tgz  <-  https://data.statmt.org/wmt19/translation-task/dev.tgz" in str(error.value)
     data = (wmt_raw / "dev.tgz").read_bytes()
     (tmp_path / "dev.tgz").write_bytes(data[: len(data) // 2])
     with pytest.raises(RawDataError, match=r"dev\.tgz is corrupt or truncated .*delete it"):
-        extract_members(tmp_path / "dev.tgz", ["dev/newstest2013-ref.de.sgm"], tmp_path / "x")
+        extract_members(tmp_path / "dev.tgz", ["dev/newstest2013.de"], tmp_path / "x")
     with pytest.raises(RawDataError, match=r"lacks the member\(s\) dev/newstest2099.sgm"):
         extract_members(wmt_raw / "dev.tgz", ["dev/newstest2099.sgm"], tmp_path / "y")
