@@ -8,7 +8,7 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.hparams_lib import HParams
 from t2t_lite.models.parameters import build_shapes_only, parameter_counts
-from t2t_lite.models.transformer import Transformer, shift_right
+from t2t_lite.models.transformer import Transformer, layer_kwargs, shift_right
 
 from test_hparams import PAPER_ROWS
 
@@ -135,6 +135,61 @@ def test_config_round_trip(model):
     clone.set_weights(model.get_weights())
     np.testing.assert_allclose(clone(_features()), model(_features()), atol=1e-6)
     assert registry.MODELS.get("transformer") is Transformer
+
+
+def test_hparams_map_onto_every_layer_and_dropout_is_always_a_rate():
+    hparams = TINY.replace(layer_prepostprocess_dropout=0.3, attention_dropout=0.2,
+                           relu_dropout=0.4)
+    model = Transformer(hparams, VOCAB)
+    assert layer_kwargs(hparams)["dropout"] == 0.3
+    layers = [layer for stack in (model.encoder, model.decoder) for layer in stack.blocks]
+    assert len(layers) == 2 * hparams.num_hidden_layers
+    for layer in layers:
+        attentions = [layer.self_attention] + ([layer.encdec_attention]
+                                               if hasattr(layer, "encdec_attention") else [])
+        # A ``*dropout`` attribute is the float rate; its Dropout layer is ``*dropout_layer``.
+        for owner, rate in [(layer, 0.3), (layer.feed_forward, None)] + [
+                (attention, 0.2) for attention in attentions]:
+            if rate is not None:
+                assert owner.dropout == rate and isinstance(owner.dropout, float)
+            assert isinstance(owner.dropout_layer, keras.layers.Dropout)
+        assert layer.dropout_layer.rate == 0.3
+        assert layer.feed_forward.relu_dropout == 0.4
+        assert layer.feed_forward.dropout_layer.rate == 0.4
+        assert all(attention.dropout_layer.rate == 0.2 for attention in attentions)
+        assert (layer.num_heads, layer.key_channels, layer.layer_norm_position) == (
+            hparams.num_heads, hparams.key_channels, hparams.layer_norm_position)
+
+
+def test_checkpoint_variable_names_are_stable(tmp_path):
+    model = Transformer(TINY.replace(num_hidden_layers=1), VOCAB)
+    model(_features())
+    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
+    names = {name.removesuffix("/.ATTRIBUTES/VARIABLE_VALUE")
+             for name, _ in tf.train.list_variables(path)} - {"_CHECKPOINTABLE_OBJECT_GRAPH"}
+    layer = "model/decoder/layer_0/"
+    assert {"model/embedding/embeddings", layer + "self_attention/qkv_kernel",
+            layer + "encdec_attention/q_kernel", layer + "encdec_attention/kv_kernel",
+            layer + "encdec_attention/output_kernel", layer + "feed_forward/hidden/_kernel",
+            layer + "feed_forward/output_dense/bias", layer + "encdec_attention_norm/gamma",
+            "model/encoder/layer_0/self_attention/output_kernel"} <= names
+    assert len(names) == 1 + 2 * 10 + 5       # embedding; 2 * 10 decoder; 10 encoder
+    assert not [name for name in names if "dropout" in name]
+
+
+def test_layers_take_no_global_configuration():
+    import ast
+    import pathlib
+    import t2t_lite.layers
+    imported = set()
+    for path in pathlib.Path(t2t_lite.layers.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    assert {name for name in imported if name.startswith("t2t_lite")} <= {
+        "t2t_lite.layers.attention", "t2t_lite.layers.feed_forward", "t2t_lite.layers.embedding"}
 
 
 def test_mixed_precision_logits_are_float32():

@@ -1,7 +1,8 @@
 """Multi-head scaled dot-product attention with fused projections and a decoding cache.
 
 Shapes (b batch, q query length, k key length, h heads, d_k = key_channels / h,
-d_v = value_channels / h, L the preallocated decode length):
+d_v = value_channels / h, L the self-attention cache length: the preallocated decode
+length, or the positions decoded so far in a growing cache):
 
 * self-attention: ``query`` [b, q, d_in] -> output [b, q, output_channels]; one fused
   kernel ``qkv_kernel`` [d_in, 2 * key_channels + value_channels] projects Q, K and V.
@@ -66,7 +67,8 @@ class MultiHeadAttention(keras.layers.Layer):
       key_channels: total query/key channels over heads, d_k * h.
       value_channels: total value channels over heads, d_v * h.
       output_channels: channels of the output projection.
-      dropout: dropout rate on the attention weights (training only).
+      dropout: dropout rate on the attention weights (training only); a float, applied
+        by ``dropout_layer``.
       self_attention: True for self-attention (fused Q,K,V kernel), False for
         encoder-decoder attention (Q kernel and fused K,V kernel).
     """
@@ -88,7 +90,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.self_attention = self_attention
         self.key_depth = key_channels // num_heads
         self.value_depth = value_channels // num_heads
-        self._dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, query_shape, memory_shape=None):
         d_in = query_shape[-1]
@@ -145,7 +147,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if mask is not None:
             logits = ops.where(mask, logits, large_negative("float32"))
         weights = ops.softmax(logits, axis=-1)
-        dropped = self._dropout(ops.cast(weights, self.compute_dtype), training=training)
+        dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.value_channels))

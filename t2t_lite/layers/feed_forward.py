@@ -26,7 +26,7 @@ class FeedForward(keras.layers.Layer):
         self.relu_dropout = relu_dropout
         self.hidden = keras.layers.Dense(filter_size, activation="relu", name="hidden",
                                          dtype=self.dtype_policy)
-        self.dropout = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(output_channels, name="output",
                                                dtype=self.dtype_policy)
 
@@ -36,7 +36,7 @@ class FeedForward(keras.layers.Layer):
 
     def call(self, x, training=False):
         """x [b, n, d_in] -> [b, n, output_channels]."""
-        return self.output_dense(self.dropout(self.hidden(x), training=training))
+        return self.output_dense(self.dropout_layer(self.hidden(x), training=training))
 
     def get_config(self):
         config = super().get_config()

@@ -6,8 +6,14 @@ Every sub-layer F (self-attention, encoder-decoder attention, feed-forward) is w
 * ``"pre"``:               y = x + Dropout(F(LayerNorm(x))); the stack then ends with a
   final LayerNorm.
 
-Dropout here is ``layer_prepostprocess_dropout`` (P_drop). Shapes: b batch, s source
-length, t target length, d = hidden_size, h heads, L preallocated decode length.
+The layers take plain numbers (sizes, dropout rates, the norm position); the model maps
+its hparams onto them (``models.transformer.layer_kwargs``). ``dropout`` is the rate
+of that residual dropout (the paper's P_drop, tensor2tensor's
+``layer_prepostprocess_dropout``); as everywhere in ``layers/``, an argument or attribute
+named ``*dropout`` is a float rate and the ``keras.layers.Dropout`` applying it is
+``*dropout_layer``. Shapes: b batch, s source length, t target length, d = hidden_size,
+h heads, L the self-attention cache length (preallocated decode length, or the positions
+decoded so far for a growing cache).
 """
 from __future__ import annotations
 
@@ -16,21 +22,8 @@ from typing import Any, Dict, List
 import keras
 from keras import ops
 
-from t2t_lite.hparams_lib import HParams
 from t2t_lite.layers.attention import MultiHeadAttention, causal_mask
 from t2t_lite.layers.feed_forward import FeedForward
-
-
-def layer_kwargs(hparams: HParams) -> Dict[str, Any]:
-    """Constructor arguments of ``EncoderLayer``/``DecoderLayer`` from ``hparams``."""
-    return dict(hidden_size=hparams.hidden_size, filter_size=hparams.filter_size,
-                num_heads=hparams.num_heads, key_channels=hparams.key_channels,
-                value_channels=hparams.value_channels,
-                dropout=hparams.layer_prepostprocess_dropout,
-                attention_dropout=hparams.attention_dropout,
-                relu_dropout=hparams.relu_dropout,
-                layer_norm_position=hparams.layer_norm_position,
-                layer_norm_epsilon=hparams.layer_norm_epsilon)
 
 
 class _ResidualLayer(keras.layers.Layer):
@@ -50,12 +43,12 @@ class _ResidualLayer(keras.layers.Layer):
         self.num_heads = num_heads
         self.key_channels = key_channels
         self.value_channels = value_channels
-        self.dropout_rate = dropout
+        self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.relu_dropout = relu_dropout
         self.layer_norm_position = layer_norm_position
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.feed_forward = FeedForward(filter_size, hidden_size, relu_dropout,
                                         name="feed_forward", dtype=self.dtype_policy)
 
@@ -72,14 +65,14 @@ class _ResidualLayer(keras.layers.Layer):
     def _residual(self, x, norm, sublayer, training):
         """Post-norm: norm(x + drop(F(x))); pre-norm: x + drop(F(norm(x)))."""
         if self.layer_norm_position == "pre":
-            return x + self.dropout(sublayer(norm(x)), training=training)
-        return norm(x + self.dropout(sublayer(x), training=training))
+            return x + self.dropout_layer(sublayer(norm(x)), training=training)
+        return norm(x + self.dropout_layer(sublayer(x), training=training))
 
     def get_config(self):
         config = super().get_config()
         config.update(hidden_size=self.hidden_size, filter_size=self.filter_size,
                       num_heads=self.num_heads, key_channels=self.key_channels,
-                      value_channels=self.value_channels, dropout=self.dropout_rate,
+                      value_channels=self.value_channels, dropout=self.dropout,
                       attention_dropout=self.attention_dropout,
                       relu_dropout=self.relu_dropout,
                       layer_norm_position=self.layer_norm_position,

@@ -30,11 +30,25 @@ from keras import ops
 from t2t_lite.hparams_lib import HParams
 from t2t_lite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                        SinusoidalPositionEncoding)
-from t2t_lite.layers.transformer_layers import Decoder, Encoder, layer_kwargs
+from t2t_lite.layers.transformer_layers import Decoder, Encoder
 from t2t_lite.registry import register_model
 
 PAD_ID = 0
 EOS_ID = 1
+
+
+def layer_kwargs(hparams: HParams) -> Dict[str, Any]:
+    """Constructor arguments of ``EncoderLayer``/``DecoderLayer`` (and the ``layer_config``
+    of ``Encoder``/``Decoder``) from ``hparams``: the layers take plain numbers, the model
+    maps its hparams onto them (``dropout`` is P_drop, ``layer_prepostprocess_dropout``)."""
+    return dict(hidden_size=hparams.hidden_size, filter_size=hparams.filter_size,
+                num_heads=hparams.num_heads, key_channels=hparams.key_channels,
+                value_channels=hparams.value_channels,
+                dropout=hparams.layer_prepostprocess_dropout,
+                attention_dropout=hparams.attention_dropout,
+                relu_dropout=hparams.relu_dropout,
+                layer_norm_position=hparams.layer_norm_position,
+                layer_norm_epsilon=hparams.layer_norm_epsilon)
 
 
 def shift_right(targets):
