@@ -74,6 +74,38 @@ def test_wordpiece_round_trip_on_single_spaced_text(tmp_path, multi30k_dir):
     assert vocab.decode(vocab.encode("A dog, running.")) == "A dog, running."
 
 
+def test_pieces_name_every_id_in_order(spm_vocab, tmp_path):
+    pieces = spm_vocab.pieces()
+    assert len(pieces) == spm_vocab.vocab_size and pieces[:3] == ["<pad>", "</s>", "<unk>"]
+    ids = spm_vocab.encode("Two dogs")
+    assert "".join(pieces[i] for i in ids).replace("\u2581", " ") == " Two dogs"
+    words = vocab_lib.train_wordpiece(["dogs run", "dogs play", "cats run"] * 5,
+                                      tmp_path / "w.wordpiece.txt", vocab_size=60,
+                                      lower_thresh=1)
+    pieces = words.pieces()
+    assert len(pieces) == words.vocab_size and pieces[:3] == ["<pad>", "<EOS>", "<unk>"]
+    assert [pieces[i] for i in words.encode("dogs run")] == ["dogs", "run"]
+
+
+def test_token_labels_come_from_the_vocabulary_not_its_class():
+    from t2t_lite.monitoring.attention import EOS_LABEL, START_LABEL, TokenLabeler
+
+    class Letters(vocab_lib.Vocabulary):
+        def __init__(self):
+            super().__init__("letters.txt", name="letters")
+
+        @property
+        def vocab_size(self):
+            return 5
+
+        def pieces(self):
+            return ["<pad>", "<EOS>", "<unk>", "a", "a_very_long_piece_of_text"]
+
+    labels = TokenLabeler(Letters())([0, 3, 4, 1, 9])
+    assert labels[:2] == (START_LABEL, "a") and labels[3:] == (EOS_LABEL, "<9>")
+    assert labels[2].endswith("…") and "a_very_long_piece_of_text".startswith(labels[2][:-1])
+
+
 def test_bad_vocab_files(tmp_path):
     with pytest.raises(vocab_lib.VocabError, match="does not exist; run t2t-lite-datagen"):
         vocab_lib.load_vocabulary(tmp_path / "missing.spm.model")

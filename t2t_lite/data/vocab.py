@@ -53,8 +53,9 @@ def _as_ragged(ids: Union[tf.Tensor, tf.RaggedTensor]) -> tf.RaggedTensor:
 class Vocabulary(tf.Module):
     """Base class: in-graph ``tokenize``/``detokenize`` plus Python ``encode``/``decode``.
 
-    Subclasses implement ``_tokenize(strings [n]) -> int32 ragged [n, None]`` and
-    ``_detokenize(ids int32 ragged [n, None], no pad/EOS) -> tf.string [n]``.
+    Subclasses implement ``_tokenize(strings [n]) -> int32 ragged [n, None]``,
+    ``_detokenize(ids int32 ragged [n, None], no pad/EOS) -> tf.string [n]``, ``vocab_size``
+    and ``pieces()`` (the token string of every id, e.g. to label attention plots).
     """
 
     def __init__(self, path: Union[str, Path], name: str):
@@ -107,6 +108,12 @@ class Vocabulary(tf.Module):
     def vocab_size(self) -> int:
         raise NotImplementedError
 
+    def pieces(self) -> List[str]:
+        """The token string of every id, ``vocab_size`` of them in id order, as the
+        vocabulary file holds them (SentencePiece pieces keep their ``\u2581``, word-piece
+        continuations their ``##``); reads the file, so call it once."""
+        raise NotImplementedError
+
     def copy_to(self, directory: Union[str, Path]) -> Path:
         """Copies the vocabulary file into ``directory`` (a run directory); returns the copy."""
         directory = Path(directory)
@@ -143,6 +150,10 @@ class SentencePieceVocab(Vocabulary):
     def vocab_size(self) -> int:
         return self._size
 
+    def pieces(self) -> List[str]:
+        processor = spm.SentencePieceProcessor(model_proto=self.path.read_bytes())
+        return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
     def _tokenize(self, strings):
         return self.tokenizer.tokenize(strings)
 
@@ -175,6 +186,9 @@ class WordPieceVocab(Vocabulary):
     @property
     def vocab_size(self) -> int:
         return self._size
+
+    def pieces(self) -> List[str]:
+        return self.path.read_text(encoding="utf-8").split("\n")[:self._size]
 
     def _tokenize(self, strings):
         words = tf.strings.split(strings, sep=" ")  # [n, words]

@@ -19,13 +19,12 @@ Every query row sums to one over its keys.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Callable, Dict, List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite.data.vocab import EOS_ID, PAD_ID, SentencePieceVocab, Vocabulary, WordPieceVocab
+from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
 from t2t_lite.errors import UserError
 
 KINDS = ("encoder_self", "decoder_self", "encdec")
@@ -113,15 +112,7 @@ class TokenLabeler:
     """Per-token strings of a vocabulary (SentencePiece pieces keep their ``▁``)."""
 
     def __init__(self, vocabulary: Vocabulary):
-        if isinstance(vocabulary, SentencePieceVocab):
-            import sentencepiece as spm
-            processor = spm.SentencePieceProcessor(model_file=str(vocabulary.path))
-            self._pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
-        elif isinstance(vocabulary, WordPieceVocab):
-            text = Path(vocabulary.path).read_text(encoding="utf-8")
-            self._pieces = text.split("\n")[:vocabulary.vocab_size]
-        else:
-            raise TypeError(f"no token labels for vocabulary type {type(vocabulary).__name__}")
+        self._pieces = list(vocabulary.pieces())
         self._pieces[PAD_ID] = START_LABEL
         self._pieces[EOS_ID] = EOS_LABEL
 
