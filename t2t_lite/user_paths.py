@@ -13,6 +13,10 @@ work starts. Only the ``OSError``s of the path the user gave are converted here;
 * ``AtomicOutput(path, flag)``: opens a temporary file beside ``path`` at once (so an
   unwritable path fails before the work) and renames it onto ``path`` on ``commit``; a
   failure before that removes the temporary file and leaves ``path`` untouched.
+
+``write_atomically(path, data)`` is the same write-then-rename for a whole file held in
+memory (vocabularies, gold trees, EVALB files, datagen statistics): the one helper for
+files the library writes itself, whose ``OSError``s stay the caller's to explain.
 """
 from __future__ import annotations
 
@@ -142,13 +146,7 @@ class AtomicOutput:
             return self.path
         try:
             self.file.close()
-            if self.path.exists():  # keep the mode of the file being replaced
-                os.chmod(self.tmp, self.path.stat().st_mode & 0o7777)
-            else:
-                umask = os.umask(0)
-                os.umask(umask)
-                os.chmod(self.tmp, 0o666 & ~umask)
-            os.replace(self.tmp, self.path)
+            _replace(self.tmp, self.path)
         except OSError as error:
             self.discard()
             raise path_error(self.flag, self.path, error) from None
@@ -168,3 +166,37 @@ class AtomicOutput:
     def __exit__(self, *exc) -> None:
         if self.tmp is not None:
             self.discard()
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    """Renames ``tmp`` (a ``mkstemp`` file, mode 0600) onto ``path``, giving it the mode of
+    the file it replaces, or that of a new file (0666 less the umask)."""
+    if path.exists():
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+
+
+def write_atomically(path: Union[str, Path], data: Union[bytes, str]) -> Path:
+    """Writes ``data`` (``str`` as UTF-8) as the whole content of ``path``: into a
+    temporary file beside it (unique, so concurrent writers never share one), then renamed
+    onto it, so a reader, a crash or a SIGKILL sees the old file or the new one, never a
+    part. Creates missing parent directories. On failure the temporary file is removed,
+    ``path`` is left as it was and the ``OSError`` propagates. Returns ``path``."""
+    path = Path(path)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        _replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path

@@ -53,3 +53,27 @@ def test_directories(tmp_path):
     (tmp_path / "full" / "saved_model.pb").write_text("x")
     with pytest.raises(UserError, match=r"^--export_dir=.*full is not empty"):
         new_output_dir(tmp_path / "full", "--export_dir")
+
+
+def test_write_atomically_replaces_whole_files_and_keeps_the_old_one_on_failure(
+        tmp_path, monkeypatch):
+    import os
+    import stat
+    from t2t_lite.user_paths import write_atomically
+    path = tmp_path / "new" / "gold.txt"
+    assert write_atomically(path, "tröpfchen\n") == path
+    assert path.read_bytes() == "tröpfchen\n".encode("utf-8")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask   # as open() creates it
+    path.chmod(0o640)
+    write_atomically(path, b"\x00bytes")
+    assert path.read_bytes() == b"\x00bytes" and stat.S_IMODE(path.stat().st_mode) == 0o640
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomically(path, "never")
+    assert path.read_bytes() == b"\x00bytes"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["gold.txt"]  # no temporary left

@@ -29,6 +29,7 @@ from t2t_lite.data.raw import RawDataError, TextPair, fetch_raw_files
 from t2t_lite.data.tfds_source import DATA_SOURCES
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
 from t2t_lite.errors import UserError
+from t2t_lite.user_paths import write_atomically
 
 if TYPE_CHECKING:
     from t2t_lite.data.problem import Problem
@@ -348,9 +349,7 @@ def _write_split(problem: "Problem", vocab, data_dir: Path, reader, split: str,
         raise
     for tmp, final in zip(text_tmp, text_files if keep_text else ()):
         os.replace(tmp, final)
-    path = stats_path(data_dir, problem.name, split)
-    path.with_name(path.name + ".tmp").write_text(summary.to_json(), encoding="utf-8")
-    os.replace(path.with_name(path.name + ".tmp"), path)
+    write_atomically(stats_path(data_dir, problem.name, split), summary.to_json())
     return summary
 
 

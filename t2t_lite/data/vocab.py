@@ -14,8 +14,6 @@ Ids follow tensor2tensor: pad = 0, EOS = 1, unknown = 2. ``tokenize`` never appe
 from __future__ import annotations
 
 import io
-import os
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Iterable, List, Sequence, Union
@@ -25,6 +23,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from t2t_lite.errors import UserError
+from t2t_lite.user_paths import write_atomically
 
 PAD_ID = 0
 EOS_ID = 1
@@ -120,9 +119,7 @@ class Vocabulary(tf.Module):
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / self.path.name
         if target.resolve() != self.path.resolve():
-            tmp = target.with_name(target.name + ".tmp")
-            shutil.copyfile(self.path, tmp)
-            os.replace(tmp, target)
+            write_atomically(target, self.path.read_bytes())
         return target
 
     def _tokenize(self, strings):
@@ -221,7 +218,7 @@ def train_sentencepiece(texts: Iterable[str], path: Union[str, Path], vocab_size
         normalization_rule_name="identity", remove_extra_whitespaces=False,
         input_sentence_size=max_sentences, shuffle_input_sentence=True,
         hard_vocab_limit=False, minloglevel=2, num_threads=2)
-    _atomic_write(path, model.getvalue())
+    write_atomically(path, model.getvalue())
     return SentencePieceVocab(path)
 
 
@@ -246,7 +243,7 @@ def train_wordpiece(texts: Iterable[str], path: Union[str, Path], vocab_size: in
     pieces = learner.learn(counts.items(), vocab_size=vocab_size,
                            reserved_tokens=list(_WORDPIECE_RESERVED), lower_thresh=lower_thresh,
                            upper_thresh=max(counts.values()) + 1)
-    _atomic_write(Path(path), ("\n".join(pieces) + "\n").encode("utf-8"))
+    write_atomically(path, "\n".join(pieces) + "\n")
     return WordPieceVocab(path)
 
 
@@ -263,9 +260,3 @@ def load_vocabulary(path: Union[str, Path]) -> Vocabulary:
     raise VocabError(f"{path}: unknown vocabulary kind; expected a name ending in "
                      f"{SPM_SUFFIX} or {WORDPIECE_SUFFIX}")
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
