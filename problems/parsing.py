@@ -20,27 +20,37 @@ counted fallback (``postprocess_decode``, ``postprocess_report``). Scores are EV
 ``.mrg`` files or one-tree-a-line files (``read_references``), and datagen writes each
 dev/test split's gold trees to ``<problem>-<split>.gold.txt`` for the trainer's
 evaluation (``eval_references``).
+
+Tree files (``t2t_lite.parsing.treebank.read_tree_file`` reads each):
+
+* ``find_wsj_files(root)`` maps file numbers to ``.mrg`` paths in the standard layout
+  ``WSJ_ROOT/NN/wsj_NNxx.mrg`` (``NN`` the two-digit section) or in one flat folder of
+  ``wsj_NNxx.mrg`` files (both may be mixed; a number found twice is an error).
+* ``tree_pairs(paths)`` turns their trees into ``TextPair(words, linearised tree)``; a
+  tree without words becomes an empty pair, which datagen counts as dropped with its
+  file and line.
+
+The library side (vocabulary, repair, EVALB) is in ``t2t_lite.parsing``:
+``train_parsing_vocab`` (``parsing.vocab``), ``repair_to_bracketed``, ``repair_summary``
+and ``escape_word`` (``parsing.linearize``).
 """
 from __future__ import annotations
 
-import io
-import os
-import random
+import re
 from pathlib import Path
-from typing import (TYPE_CHECKING, ClassVar, Dict, Iterable, Iterator, List, Optional, Sequence,
-                    Tuple, Union)
-
-import sentencepiece as spm
+from typing import TYPE_CHECKING, ClassVar, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from t2t_lite.data.problem import Problem, VocabSpec, eval_text
 from t2t_lite.data.raw import RawDataError, TextPair
 from t2t_lite.errors import UserError
 from t2t_lite.parsing.evalb_files import GOLD_SUFFIX, evalb_gold_tree, read_gold_trees
-from t2t_lite.parsing.linearize import PLACEHOLDER, RepairReport, repair
-from t2t_lite.parsing.treebank import (WSJ_LAYOUT, find_wsj_files, format_numbers,
-                                       read_tree_file, tree_pairs)
+from t2t_lite.parsing.linearize import (linearize, repair_summary, repair_to_bracketed,
+                                        source_text)
+from t2t_lite.parsing.treebank import read_tree_file
 from t2t_lite.parsing.trees import normalize
+from t2t_lite.parsing.vocab import train_parsing_vocab
 from t2t_lite.registry import register_problem
+from t2t_lite.user_paths import write_atomically
 
 if TYPE_CHECKING:
     from t2t_lite.parsing.constraint import TreeConstraint
@@ -48,94 +58,69 @@ if TYPE_CHECKING:
 
 PARSING_DECODE_DEFAULTS = {"beam_size": 21, "alpha": 0.3, "extra_length": 300}
 EXTRA_SUFFIXES = (".mrg", ".txt", ".trees", ".tree")
-_WORD_ESCAPES = (("(", "-LRB-"), (")", "-RRB-"))
-_SPACE = "\u2581"  # SentencePiece's word-boundary mark
-# The Penn Treebank's constituent labels: always whole symbols, seen in training or not.
-PTB_LABELS = ("ADJP", "ADVP", "CONJP", "FRAG", "INTJ", "LST", "NAC", "NP", "NX", "PP", "PRN",
-              "PRT", "QP", "RRC", "S", "SBAR", "SBARQ", "SINV", "SQ", "UCP", "VP", "WHADJP",
-              "WHADVP", "WHNP", "WHPP", "X")
 
 
-def escape_word(word: str) -> str:
-    """A word as the treebank writes it: brackets become ``-LRB-`` / ``-RRB-``."""
-    for char, escaped in _WORD_ESCAPES:
-        word = word.replace(char, escaped)
-    return word
+# Treebank files: the WSJ layouts and the datagen pairs of their trees -------------------
+WSJ_FILE = re.compile(r"^wsj_(\d{4})\.mrg$")
+SECTION_DIR = re.compile(r"^\d{2}$")
+WSJ_LAYOUT = ("the standard layout WSJ_ROOT/NN/wsj_NNxx.mrg (NN = two-digit section, e.g. "
+              "WSJ_ROOT/02/wsj_0200.mrg, as in LDC99T42 treebank_3/parsed/mrg/wsj), or every "
+              "wsj_NNxx.mrg file in one flat folder")
 
 
-def repair_to_bracketed(source: str, hypothesis: str) -> Tuple[str, RepairReport]:
-    """The one-line bracketed tree that ``hypothesis`` (a linearised output) gives over
-    the words of ``source``, and what had to be repaired.
+def find_wsj_files(root: Union[str, Path]) -> Dict[int, Path]:
+    """``{file number: path}`` of every ``wsj_NNNN.mrg`` under ``root`` (see module doc).
 
-    Always well formed over exactly the source words (split on whitespace; ``(`` and
-    ``)`` inside words written ``-LRB-``/``-RRB-``); words get the dummy tag ``XX``. An
-    empty source gives ``""``.
+    Raises ``RawDataError`` when ``root`` is not a directory or a file number appears
+    twice. Returns an empty dict when the directory holds no WSJ file.
     """
-    words = [escape_word(word) for word in source.split()]
-    if not words:
-        return "", RepairReport(sentences=1)
-    tree, report = repair(hypothesis, words)
-    return tree.to_string(), report
+    root = Path(root)
+    if not root.is_dir():
+        where = "" if root.is_absolute() else f" (that is {root.absolute()})"
+        raise RawDataError(f"WSJ directory {root}: no such directory{where}; expected "
+                           f"{WSJ_LAYOUT}")
+    found: Dict[int, Path] = {}
+    candidates = list(root.iterdir())
+    for sub in sorted(p for p in candidates if p.is_dir() and SECTION_DIR.match(p.name)):
+        candidates.extend(sub.iterdir())
+    for path in sorted(candidates):
+        match = WSJ_FILE.match(path.name)
+        if not match or not path.is_file():
+            continue
+        number = int(match.group(1))
+        if number in found:
+            raise RawDataError(f"{found[number]} and {path} are both WSJ file {number:04d}; "
+                               f"keep one of them")
+        found[number] = path
+    return found
 
 
-def repair_summary(sources: Sequence[str], hypotheses: Sequence[str]) -> str:
-    """``repaired k of n outputs (kind=count, ...)`` over the non-blank ``sources``."""
-    reports = [repair_to_bracketed(source, hypothesis)[1]
-               for source, hypothesis in zip(sources, hypotheses) if source.split()]
-    total = RepairReport.aggregate(reports)
-    counts = ", ".join(f"{kind}={getattr(total, kind)}" for kind in RepairReport.REPAIR_KINDS
-                       if getattr(total, kind))
-    return (f"repaired {total.repaired_sentences} of {total.sentences} outputs"
-            + (f" ({counts})" if counts else ""))
-
-
-def _bracket_symbols(text: str) -> Iterator[str]:
-    for token in text.split(" "):
-        if len(token) > 1 and token[0] in "()" and "(" not in token[1:] and ")" not in token[1:]:
-            yield token
-
-
-def train_parsing_vocab(texts: Iterable[str], path: Union[str, Path], vocab_size: int, *,
-                        max_sentences: int = 2_000_000, seed: int = 1) -> SentencePieceVocab:
-    """Trains SentencePiece BPE on ``texts`` with the bracket tokens (``(L``, ``)L``) of every
-    label seen in them or in ``PTB_LABELS``, and ``XX``, as whole user-defined symbols;
-    writes it to ``path`` atomically.
-
-    Texts are sampled (reservoir, seeded) down to ``max_sentences``; symbols are
-    collected from all of them. Settings otherwise as ``vocab.train_sentencepiece``
-    (identity normalisation, whitespace kept, byte fallback), so detokenisation gives
-    back the text exactly.
-    """
-    from t2t_lite.data.vocab import EOS_ID, PAD_ID, UNK_ID, SentencePieceVocab  # imports TF
-    rng = random.Random(seed)
-    sample: List[str] = []
-    symbols = {PLACEHOLDER} | {f"{side}{label}" for label in PTB_LABELS for side in "()"}
-    for index, text in enumerate(texts):
-        symbols.update(_bracket_symbols(text))
-        if len(sample) < max_sentences:
-            sample.append(text)
+def format_numbers(numbers: Iterable[int], width: int) -> str:
+    """``[2, 3, 4, 7]`` -> ``"02-04, 07"``: compact ranges for error messages."""
+    numbers = sorted(set(numbers))
+    ranges: List[Tuple[int, int]] = []
+    for n in numbers:
+        if ranges and n == ranges[-1][1] + 1:
+            ranges[-1] = (ranges[-1][0], n)
         else:
-            slot = rng.randrange(index + 1)
-            if slot < max_sentences:
-                sample[slot] = text
-    if not sample:
-        raise RawDataError(f"no training text to learn the vocabulary {path} from; the train "
-                           f"split's tree files hold no tree")
-    model = io.BytesIO()
-    spm.set_random_generator_seed(seed)
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sample), model_writer=model, vocab_size=vocab_size,
-        model_type="bpe", pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-        user_defined_symbols=[_SPACE + symbol for symbol in sorted(symbols)],
-        byte_fallback=True, character_coverage=1.0, normalization_rule_name="identity",
-        remove_extra_whitespaces=False, input_sentence_size=len(sample),
-        hard_vocab_limit=False, minloglevel=2, num_threads=2)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(model.getvalue())
-    os.replace(tmp, path)
-    return SentencePieceVocab(path)
+            ranges.append((n, n))
+    return ", ".join(f"{a:0{width}d}" if a == b else f"{a:0{width}d}-{b:0{width}d}"
+                     for a, b in ranges)
+
+
+def tree_pairs(paths: Iterable[Union[str, Path]]) -> Iterator[TextPair]:
+    """``TextPair(words, linearised tree)`` for each tree of ``paths`` in order.
+
+    A tree without words gives an empty pair (datagen counts it as dropped, naming its
+    file and line).
+    """
+    for path in paths:
+        name = str(path)
+        for tree, line in read_tree_file(path):
+            if tree is None:
+                yield TextPair("", "", name, name, line)
+            else:
+                yield TextPair(source_text(tree), linearize(tree), name, name, line)
 
 
 class ParsingProblem(Problem):
@@ -219,9 +204,7 @@ class ParsingProblem(Problem):
             raise RawDataError(f"{split} of {self.name}: {len(lines)} gold trees in {tmp_dir} "
                                f"but {len(sources)} kept sentences in {data_dir}; the tree "
                                f"files changed since datagen: re-run it in an empty --data_dir")
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomically(path, "".join(line + "\n" for line in lines))
 
 
 class WsjSectionsProblem(ParsingProblem):

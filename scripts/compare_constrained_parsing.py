@@ -34,7 +34,7 @@ def main() -> None:
     from t2t_lite.decoding.translator import Translator
     from t2t_lite.metrics.text_metrics import score_texts
     from t2t_lite.parsing.linearize import LinearizationError, delinearize
-    from t2t_lite.problems.parsing import repair_summary
+    from t2t_lite.parsing.linearize import repair_summary
     from t2t_lite.run_loading import load_trained_model
 
     _, problem, model, vocabulary = load_trained_model(args.output_dir)

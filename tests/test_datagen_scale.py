@@ -5,7 +5,8 @@ import collections
 import pytest
 
 from t2t_lite.data import datagen, encoding
-from t2t_lite.data.datagen import generate_problem_data, reservoir_sample
+from t2t_lite.data.datagen import generate_problem_data
+from t2t_lite.data.vocab import reservoir_sample
 from t2t_lite.data.problem import VocabSpec
 from t2t_lite.data.records import ShuffledShardWriter, read_examples, shard_paths
 from t2t_lite.problems.translate_multi30k import TranslateEndeMulti30k

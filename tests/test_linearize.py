@@ -144,5 +144,5 @@ def test_report_aggregate_and_summary():
     _, broken = repair("(S (NP XX XX )NP (VP XX XX", WORDS)
     total = RepairReport.aggregate([clean, broken, broken])
     assert (total.sentences, total.repaired_sentences, total.unclosed_brackets) == (3, 2, 4)
-    assert total.summary() == "repaired 2/3 sentences (unclosed_brackets=4)"
+    assert total.summary() == "repaired 2 of 3 outputs (unclosed_brackets=4)"
     assert RepairReport.aggregate([]).sentences == 0

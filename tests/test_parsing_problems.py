@@ -13,7 +13,8 @@ from t2t_lite.metrics.text_metrics import score_texts
 from t2t_lite.errors import UserError
 from t2t_lite.parsing import (Tree, linearize, parse_trees, read_mrg, read_mrg_files,
                               source_text)
-from t2t_lite.parsing.treebank import find_wsj_files, format_numbers, read_tree_file
+from t2t_lite.parsing.treebank import read_tree_file
+from t2t_lite.problems.parsing import find_wsj_files, format_numbers
 from t2t_lite.registry import hparams
 
 SAMPLE = "parsing_english_ptb_sample"
@@ -212,7 +213,7 @@ def test_tree_without_words_is_counted_not_lost(tmp_path):
                     "( (S (NP (DT c)) (VP (VB d))) )\n", encoding="utf-8")
     assert [line for _, line in read_tree_file(path)] == [1, 2, 3]
     dropped = {}
-    from t2t_lite.parsing.treebank import tree_pairs
+    from t2t_lite.problems.parsing import tree_pairs
     kept = list(datagen.clean_pairs(tree_pairs([path]), dropped))
     assert [source for source, _, _ in kept] == ["a b", "c d"]
     assert dropped[datagen.DROP_EMPTY].count == 1
@@ -320,3 +321,25 @@ def test_sample_wrong_path_says_no_such_directory(tmp_path, capsys):
 def test_format_numbers():
     assert format_numbers([7, 2, 3, 4, 23], 2) == "02-04, 07, 23"
     assert format_numbers([170], 4) == "0170"
+
+
+def test_parsing_vocab_samples_once_but_keeps_every_bracket_symbol(tmp_path):
+    from t2t_lite.data.vocab import reservoir_sample, train_sentencepiece
+    from t2t_lite.parsing.vocab import PTB_LABELS, SPACE, train_parsing_vocab
+    texts = ["(S (NP XX XX )NP (VP XX )VP )S", "the dog barks", "a cat sleeps now"] * 40
+    texts.append("(S (ZZRARE XX )ZZRARE )S")   # a label only the last text holds
+    vocab = train_parsing_vocab(iter(texts), tmp_path / "p.spm.model", 400, max_sentences=20)
+    pieces = vocab.pieces()
+    for symbol in ("(ZZRARE", ")ZZRARE", "(WHPP", ")NP", "XX"):
+        assert SPACE + symbol in pieces                      # whole pieces, rare label too
+    assert "(ZZRARE" not in "".join(reservoir_sample(iter(texts), 20))  # not in the sample
+    assert vocab.decode(vocab.encode("(S (ZZRARE XX )ZZRARE )S")) == "(S (ZZRARE XX )ZZRARE )S"
+    # = train_sentencepiece on the one reservoir sample, with those symbols
+    symbols = sorted({"XX", "(S", ")S", "(NP", ")NP", "(VP", ")VP", "(ZZRARE", ")ZZRARE"}
+                     | {side + label for label in PTB_LABELS for side in "()"})
+    plain = train_sentencepiece(list(reservoir_sample(iter(texts), 20)),
+                                tmp_path / "q.spm.model", 400, max_sentences=0,
+                                user_defined_symbols=[SPACE + s for s in symbols])
+    assert plain.pieces() == pieces
+    with pytest.raises(RawDataError, match="no training text"):
+        train_parsing_vocab(iter([]), tmp_path / "e.spm.model", 200)

@@ -251,7 +251,7 @@ SENTENCES = ["The dog barks .", "a", "Pierre Vinken , 61 years old , will join t
 def parsing_model(tmp_path_factory):
     """(vocabulary, random Transformer). The vocabulary is loaded after the seed is set:
     setting it clears the eager kernel cache that holds the tokenizer's resource."""
-    from t2t_lite.problems.parsing import train_parsing_vocab
+    from t2t_lite.parsing.vocab import train_parsing_vocab
     keras.utils.set_random_seed(11)
     texts = TREES + ["The dog barks at the board .", "Pierre Vinken will join the board ."]
     path = tmp_path_factory.mktemp("vocab") / "v.spm.model"
@@ -316,7 +316,7 @@ def test_exported_savedmodel_emits_only_trees(parsing_vocab, random_transformer,
 
 
 def test_repair_summary_counts_outputs_that_needed_repair():
-    from t2t_lite.problems.parsing import repair_summary
+    from t2t_lite.parsing.linearize import repair_summary
     problem = get_problem("parsing_english_ptb_sample")
     sources = ["The dog barks", "a", "   ", "b c"]
     hypotheses = ["(S (NP XX XX )NP (VP XX )VP )S", "(S XX", "", "(S XX XX )S"]

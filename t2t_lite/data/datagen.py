@@ -17,7 +17,6 @@ import collections
 import dataclasses
 import json
 import os
-import random
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
@@ -27,6 +26,7 @@ from tqdm import tqdm
 from t2t_lite.data.encoding import default_workers, encode_batches
 from t2t_lite.data.raw import RawDataError, TextPair, fetch_raw_files
 from t2t_lite.data.tfds_source import DATA_SOURCES
+from t2t_lite.data.vocab import reservoir_sample
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import write_atomically
@@ -228,24 +228,6 @@ def _vocab_texts(reader) -> Iterator[str]:
     for source, target, _ in clean_pairs(pairs, {}):
         yield source
         yield target
-
-
-def reservoir_sample(texts: Iterator[str], size: int, seed: int = 1) -> Iterator[str]:
-    """A uniform sample of at most ``size`` of ``texts`` (memory: ``size`` strings).
-
-    When there are at most ``size`` texts, all of them in their order; otherwise the
-    sample in reservoir order. Streams: yields only after ``texts`` is exhausted.
-    """
-    rng = random.Random(seed)
-    sample: List[str] = []
-    for seen, text in enumerate(texts):
-        if seen < size:
-            sample.append(text)
-        else:
-            slot = rng.randrange(seen + 1)
-            if slot < size:
-                sample[slot] = text
-    yield from sample
 
 
 class _RecordingTexts:

@@ -133,6 +133,19 @@ def open_lines(path: Union[str, Path]):
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
 
+def read_text(path: Union[str, Path]) -> str:
+    """The whole UTF-8 text of a plain or ``.gz`` file; ``RawDataError`` naming the file
+    when it cannot be read or decoded."""
+    path = Path(path)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise RawDataError(f"{path}: cannot read it ({error}); replace it with a readable "
+                           f"UTF-8 copy") from None
+
+
 def _strip_newline(line: bytes) -> bytes:
     return line.rstrip(b"\r\n")
 

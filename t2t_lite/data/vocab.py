@@ -14,9 +14,10 @@ Ids follow tensor2tensor: pad = 0, EOS = 1, unknown = 2. ``tokenize`` never appe
 from __future__ import annotations
 
 import io
+import random
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, List, Sequence, Union
+from typing import Iterable, Iterator, List, Sequence, Union
 
 import sentencepiece as spm
 import tensorflow as tf
@@ -199,14 +200,37 @@ class WordPieceVocab(Vocabulary):
 
 
 # Training ---------------------------------------------------------------------------
+def reservoir_sample(texts: Iterator[str], size: int, seed: int = 1) -> Iterator[str]:
+    """A uniform sample of at most ``size`` of ``texts`` (memory: ``size`` strings).
+
+    When there are at most ``size`` texts, all of them in their order; otherwise the
+    sample in reservoir order. Streams: yields only after ``texts`` is exhausted.
+    """
+    rng = random.Random(seed)
+    sample: List[str] = []
+    for seen, text in enumerate(texts):
+        if seen < size:
+            sample.append(text)
+        else:
+            slot = rng.randrange(seen + 1)
+            if slot < size:
+                sample[slot] = text
+    yield from sample
+
+
 def train_sentencepiece(texts: Iterable[str], path: Union[str, Path], vocab_size: int, *,
                         model_type: str = "bpe", byte_fallback: bool = True,
                         character_coverage: float = 1.0, max_sentences: int = 2_000_000,
-                        seed: int = 1) -> SentencePieceVocab:
+                        seed: int = 1,
+                        user_defined_symbols: Sequence[str] = ()) -> SentencePieceVocab:
     """Trains a shared SentencePiece model on ``texts`` and writes it to ``path`` atomically.
 
     Normalisation is the identity and extra whitespace is kept, so detokenising gives
     back the original text; with ``byte_fallback`` unseen characters survive as bytes.
+    ``user_defined_symbols`` (pieces, ``\u2581``-prefixed for a word start) are always
+    whole pieces, with ids right after pad, EOS and unk.
+    SentencePiece samples ``max_sentences`` of the texts when there are more (0: keeps
+    them all; 1..100 is refused by SentencePiece).
     """
     path = Path(path)
     model = io.BytesIO()
@@ -214,10 +238,10 @@ def train_sentencepiece(texts: Iterable[str], path: Union[str, Path], vocab_size
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(texts), model_writer=model, vocab_size=vocab_size,
         model_type=model_type, pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
-        byte_fallback=byte_fallback, character_coverage=character_coverage,
-        normalization_rule_name="identity", remove_extra_whitespaces=False,
-        input_sentence_size=max_sentences, shuffle_input_sentence=True,
-        hard_vocab_limit=False, minloglevel=2, num_threads=2)
+        user_defined_symbols=list(user_defined_symbols), byte_fallback=byte_fallback,
+        character_coverage=character_coverage, normalization_rule_name="identity",
+        remove_extra_whitespaces=False, input_sentence_size=max_sentences,
+        shuffle_input_sentence=True, hard_vocab_limit=False, minloglevel=2, num_threads=2)
     write_atomically(path, model.getvalue())
     return SentencePieceVocab(path)
 

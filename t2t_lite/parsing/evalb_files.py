@@ -11,8 +11,9 @@ only a ``TOP`` root. So that its numbers and ``evalb.evaluate``'s are the same:
 * ``evalb_test_tree(test, gold)`` is a decoded tree (dummy tags ``XX``) with the gold
   tags put back on its words and a ``TOP`` root, so that EVALB deletes the same
   punctuation on both sides.
-* ``write_evalb_files(gold, test, gold_path, test_path)`` writes both files, one tree a
-  line (an empty test line where there is no test tree: EVALB skips the sentence).
+* ``evalb_trees(gold, test)`` gives both per line, ``write_evalb_files(gold, test,
+  gold_path, test_path)`` writes them, one tree a line (an empty test line where there
+  is no test tree: EVALB skips the sentence), and returns them.
 
 A reference file is a ``.mrg`` file (trees over several lines), any other file with one
 bracketed tree per line (``.gz`` read transparently; blank lines skipped), e.g. the
@@ -21,14 +22,16 @@ in name order).
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
+from t2t_lite.data.raw import read_text
 from t2t_lite.errors import UserError
 from t2t_lite.parsing.evalb import NONE_TAG, ROOT_LABEL, with_gold_tags
+from t2t_lite.parsing.treebank import read_tree_file
 from t2t_lite.parsing.trees import Tree, parse_trees
+from t2t_lite.user_paths import write_atomically
 
 ROOT_LABELS = ("", "ROOT", ROOT_LABEL)
 GOLD_SUFFIX = ".gold.txt"
@@ -67,7 +70,6 @@ def read_gold_trees(path: Union[str, Path]) -> List[Tree]:
     no word besides ``-NONE-``, or a linearised tree (a datagen ``.target.txt``): the
     references must be trees with their POS tags.
     """
-    from t2t_lite.parsing.treebank import read_tree_file
     path = Path(path)
     if path.is_dir():
         paths = sorted(p for p in path.rglob("*.mrg") if p.is_file())
@@ -93,8 +95,7 @@ def read_gold_trees(path: Union[str, Path]) -> List[Tree]:
 
 
 def _refuse_linearized(path: Path) -> None:
-    from t2t_lite.parsing.treebank import _read_text
-    for number, line in enumerate(_read_text(path).splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         if is_linearized(line):
@@ -129,22 +130,34 @@ def read_test_trees(path: Union[str, Path]) -> List[Optional[Tree]]:
             for number, line in enumerate(text.splitlines(), start=1)]
 
 
-def write_evalb_files(gold_trees: Sequence[Tree], test_trees: Iterable[Optional[Tree]],
-                      gold_path: Union[str, Path], test_path: Union[str, Path]) -> None:
-    """Writes EVALB's gold and test files (one tree a line, ``TOP`` roots, gold tags on
-    the test words; an empty test line for ``None``), each atomically."""
+def evalb_trees(gold_trees: Sequence[Tree], test_trees: Iterable[Optional[Tree]]
+                ) -> Tuple[List[Tree], List[Optional[Tree]]]:
+    """What EVALB reads, line by line: each gold tree under a ``TOP`` root
+    (``evalb_gold_tree``), each test tree with the gold tags on its words under a ``TOP``
+    root (``evalb_test_tree``; ``None``, an empty line, stays ``None``). Scoring them with
+    ``evalb.score_sentences(..., tags="own")`` gives EVALB's numbers on the files
+    ``write_evalb_files`` writes. Raises ``UserError`` when the two lists differ in
+    length."""
     gold_trees, test_trees = list(gold_trees), list(test_trees)
     if len(gold_trees) != len(test_trees):
         raise UserError(f"{len(gold_trees)} gold trees but {len(test_trees)} test trees; "
                         f"they must align line by line")
-    _write(gold_path, (evalb_gold_tree(g).to_string() for g in gold_trees))
-    _write(test_path, ("" if t is None else evalb_test_tree(t, g).to_string()
-                       for g, t in zip(gold_trees, test_trees)))
+    return ([evalb_gold_tree(g) for g in gold_trees],
+            [None if t is None else evalb_test_tree(t, g)
+             for g, t in zip(gold_trees, test_trees)])
+
+
+def write_evalb_files(gold_trees: Sequence[Tree], test_trees: Iterable[Optional[Tree]],
+                      gold_path: Union[str, Path], test_path: Union[str, Path]
+                      ) -> Tuple[List[Tree], List[Optional[Tree]]]:
+    """Writes EVALB's gold and test files, each atomically: the ``evalb_trees`` one a
+    line (an empty test line for ``None``). Returns those trees, so a caller scores
+    exactly what was written."""
+    gold_lines, test_lines = evalb_trees(gold_trees, test_trees)
+    _write(gold_path, (tree.to_string() for tree in gold_lines))
+    _write(test_path, ("" if tree is None else tree.to_string() for tree in test_lines))
+    return gold_lines, test_lines
 
 
 def _write(path: Union[str, Path], lines: Iterable[str]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(path, "".join(line + "\n" for line in lines))

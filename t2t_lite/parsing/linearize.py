@@ -11,7 +11,10 @@ replaced by the placeholder ``XX`` and POS tags dropped::
 
 ``delinearize`` is the strict inverse (it raises on malformed input); ``repair`` turns
 *any* model output into a well-formed tree over exactly the input words and reports,
-in a ``RepairReport``, how many repairs of each kind it made.
+in a ``RepairReport``, how many repairs of each kind it made. ``repair_to_bracketed``
+does that for a decoded line over the words of its source sentence (``escape_word``
+writes brackets inside words as the treebank does), ``repair_summary`` sums it over a
+corpus.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.parsing.trees import Tree
 
 PLACEHOLDER = "XX"
+_WORD_ESCAPES = (("(", "-LRB-"), (")", "-RRB-"))
 DUMMY_POS = "XX"
 DEFAULT_ROOT_LABEL = "S"
 
@@ -160,10 +164,10 @@ class RepairReport:
         return total
 
     def summary(self) -> str:
-        """One line: ``repaired 3/100 sentences (unclosed_brackets=2, ...)``."""
+        """One line: ``repaired 3 of 100 outputs (unclosed_brackets=2, ...)``."""
         counts = ", ".join(f"{kind}={getattr(self, kind)}" for kind in self.REPAIR_KINDS
                            if getattr(self, kind))
-        return (f"repaired {self.repaired_sentences}/{self.sentences} sentences"
+        return (f"repaired {self.repaired_sentences} of {self.sentences} outputs"
                 + (f" ({counts})" if counts else ""))
 
 
@@ -253,3 +257,33 @@ def repair(target: Tokens, words: Sequence[str],
     report = RepairReport(**counts, sentences=1,
                           repaired_sentences=int(any(counts.values())))
     return tree, report
+
+
+def escape_word(word: str) -> str:
+    """A word as the treebank writes it: brackets become ``-LRB-`` / ``-RRB-``."""
+    for char, escaped in _WORD_ESCAPES:
+        word = word.replace(char, escaped)
+    return word
+
+
+def repair_to_bracketed(source: str, hypothesis: str) -> Tuple[str, RepairReport]:
+    """The one-line bracketed tree that ``hypothesis`` (a linearised output) gives over
+    the words of ``source``, and what had to be repaired.
+
+    Always well formed over exactly the source words (split on whitespace; ``(`` and
+    ``)`` inside words written ``-LRB-``/``-RRB-``); words get the dummy tag ``XX``. An
+    empty source gives ``""``.
+    """
+    words = [escape_word(word) for word in source.split()]
+    if not words:
+        return "", RepairReport(sentences=1)
+    tree, report = repair(hypothesis, words)
+    return tree.to_string(), report
+
+
+def repair_summary(sources: Sequence[str], hypotheses: Sequence[str]) -> str:
+    """``repaired k of n outputs (kind=count, ...)`` over the non-blank ``sources``
+    (``RepairReport.summary`` of their ``repair_to_bracketed`` reports)."""
+    return RepairReport.aggregate(
+        repair_to_bracketed(source, hypothesis)[1]
+        for source, hypothesis in zip(sources, hypotheses) if source.split()).summary()
