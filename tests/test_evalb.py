@@ -10,8 +10,8 @@ import pytest
 from t2t_lite.parsing import (EvalbError, EvalbResult, Tree, evaluate, evaluate_sentence,
                               linearize, read_gold_trees, read_mrg_files, repair,
                               write_evalb_files)
-from t2t_lite.parsing.evalb import (evalb_label, score_sentence, score_sentences,
-                                    sentence_brackets, with_gold_tags)
+from t2t_lite.parsing.evalb import (evalb_label, evalb_view, score_sentence, score_sentences,
+                                    with_gold_tags)
 
 T = Tree.from_string
 
@@ -30,11 +30,10 @@ GOLD = "(S (NP (DT the) (NN dog)) (VP (VBD saw) (NP (DT a) (NN cat))) (. .))"
 
 
 def test_brackets_skip_preterminals_and_punctuation():
-    tree = T(GOLD)
-    deleted = [tag == "." for tag in tree.pos_tags()]
-    # S spans the five words left once "." is deleted
-    assert sorted(sentence_brackets(tree, deleted)) == \
-        [("NP", 0, 2), ("NP", 3, 5), ("S", 0, 5), ("VP", 2, 5)]
+    view = evalb_view(T("(TOP " + GOLD + ")"))
+    # S spans the five words left once "." is deleted; TOP is not scored
+    assert sorted(view.brackets) == [("NP", 0, 2), ("NP", 3, 5), ("S", 0, 5), ("VP", 2, 5)]
+    assert view.words == ("the", "dog", "saw", "a", "cat") and view.length == 6
 
 
 def test_crossing_brackets():
@@ -370,7 +369,8 @@ def test_evalb_files_put_gold_tags_and_top_roots(tmp_path):
     gold = [T("( (S (NP-SBJ (-NONE- *) (NNP John)) (VP (VBD left)) (. .)) )"),
             T("(ROOT (S (NN Hi)))"), T("(S (NN Bye))")]
     test = [T("(S (NP (XX John)) (VP (XX left) (XX .)))"), None, T("(S (XX Bye))")]
-    write_evalb_files(gold, test, tmp_path / "g", tmp_path / "t")
+    returned = write_evalb_files(gold, test, tmp_path / "g", tmp_path / "t")
+    assert returned == (read_gold_trees(tmp_path / "g"), read_test_trees(tmp_path / "t"))
     assert (tmp_path / "g").read_text().splitlines() == [
         "(TOP (S (NP-SBJ (-NONE- *) (NNP John)) (VP (VBD left)) (. .)))",
         "(TOP (S (NN Hi)))", "(TOP (S (NN Bye)))"]
@@ -387,6 +387,7 @@ def test_evalb_files_put_gold_tags_and_top_roots(tmp_path):
 
 def test_evalb_command_scores_and_writes_files(tmp_path, capsys):
     from t2t_lite.commands import evalb as evalb_command
+    from t2t_lite.parsing.evalb_files import read_test_trees
     gold = tmp_path / "gold.mrg"
     gold.write_text("( (S (NP-SBJ (NNP John))\n    (VP (VBD left)) (. .)) )\n"
                     "( (S (NP (NN Rain)) (VP (VBD fell)) (. .)) )\n")
@@ -398,8 +399,17 @@ def test_evalb_command_scores_and_writes_files(tmp_path, capsys):
                                       f"--write_test={tmp_path / 't'}"]) == 0
     out, err = capsys.readouterr()
     assert err.strip() == "2 : Length unmatch (2|4)"  # the gold tags do not fit line 2
-    assert "Number of Error sentence  =      1" in out
-    assert "Bracketing FMeasure       = 100.00" in out
+    assert out.splitlines()[:9] == [
+        "-- All --", "Number of sentence        =      2",
+        "Number of Error sentence  =      1", "Number of Skip  sentence  =      0",
+        "Number of Valid sentence  =      1", "Bracketing Recall         = 100.00",
+        "Bracketing Precision      = 100.00", "Bracketing FMeasure       = 100.00",
+        "Complete match            = 100.00"]
+    assert out.splitlines()[10:12] == ["-- len<=40 --", "Number of sentence        =      2"]
+    # the command prints EvalbResult.summary() of the files it wrote, scored as EVALB does
+    written = score_sentences(read_gold_trees(tmp_path / "g"),
+                              read_test_trees(tmp_path / "t"), tags="own")
+    assert out.rstrip("\n") == EvalbResult.from_scores(written).summary()
     assert (tmp_path / "t").read_text().splitlines()[0] == \
         "(TOP (S (NP (NNP John)) (VP (VBD left) (. .))))"
     # misaligned files and half the file flags are one-line errors

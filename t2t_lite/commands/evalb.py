@@ -46,8 +46,7 @@ def run(args: argparse.Namespace) -> None:
     """Scores (and writes) for parsed flags; user errors raise."""
     from t2t_lite.errors import UserError
     from t2t_lite.parsing.evalb import EvalbResult, score_sentences
-    from t2t_lite.parsing.evalb_files import (evalb_gold_tree, evalb_test_tree,
-                                              read_gold_trees, read_test_trees,
+    from t2t_lite.parsing.evalb_files import (evalb_trees, read_gold_trees, read_test_trees,
                                               write_evalb_files)
 
     import_usr_dir(args.t2t_usr_dir)  # accepted on every command; evalb uses no registry
@@ -60,35 +59,15 @@ def run(args: argparse.Namespace) -> None:
                         f"--parsed={args.parsed} has {len(parsed)} lines; they must align "
                         f"line by line")
     if args.write_gold:
-        write_evalb_files(gold, parsed, args.write_gold, args.write_test)
-    gold_lines = [evalb_gold_tree(tree) for tree in gold]
-    test_lines = [None if tree is None else evalb_test_tree(tree, g)
-                  for tree, g in zip(parsed, gold)]
+        gold_lines, test_lines = write_evalb_files(gold, parsed, args.write_gold,
+                                                   args.write_test)
+    else:
+        gold_lines, test_lines = evalb_trees(gold, parsed)
     scores = score_sentences(gold_lines, test_lines, tags="own")
     for score in scores:
         if score.status == 1:
             print(f"{score.number} : {score.message}", file=sys.stderr)
-    print(format_summary(EvalbResult.from_scores(scores)))
-
-
-def format_summary(result) -> str:
-    """EVALB's summary figures (all sentences and len<=40)."""
-    lines = []
-    for title, suffix in (("All", ""), ("len<=40", "_len40")):
-        valid = getattr(result, "sentences" + suffix)
-        errors = getattr(result, "error_sentences" + suffix)
-        skipped = getattr(result, "skipped_sentences" + suffix)
-        lines += [f"-- {title} --",
-                  f"Number of sentence        = {valid + errors + skipped:6d}",
-                  f"Number of Error sentence  = {errors:6d}",
-                  f"Number of Skip  sentence  = {skipped:6d}",
-                  f"Number of Valid sentence  = {valid:6d}",
-                  f"Bracketing Recall         = {getattr(result, 'recall' + suffix):6.2f}",
-                  f"Bracketing Precision      = {getattr(result, 'precision' + suffix):6.2f}",
-                  f"Bracketing FMeasure       = {getattr(result, 'f1' + suffix):6.2f}",
-                  f"Complete match            = {getattr(result, 'exact_match' + suffix):6.2f}",
-                  ""]
-    return "\n".join(lines).rstrip()
+    print(EvalbResult.from_scores(scores).summary())
 
 
 if __name__ == "__main__":

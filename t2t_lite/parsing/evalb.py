@@ -106,13 +106,6 @@ def evalb_view(tree: Tree) -> EvalbView:
     return EvalbView(tuple(words), tuple(tags), tuple(brackets), length)
 
 
-def sentence_brackets(tree: Tree, deleted: Sequence[bool]) -> List[Bracket]:
-    """The scored brackets of ``tree`` when ``deleted[i]`` removes word ``i`` (whatever
-    its tag) from spans; brackets labeled ``TOP`` and those left empty are not scored."""
-    leaves = iter(deleted)
-    return list(evalb_view(_retag(tree, lambda leaf: "." if next(leaves) else "XX")).brackets)
-
-
 def with_gold_tags(test: Tree, gold: Tree) -> Tree:
     """``test`` with the tags of ``gold`` on its words, in order (``-NONE-`` words of
     either tree keep theirs and take none); ``test`` unchanged when the two hold a
@@ -174,14 +167,16 @@ class SentenceCounts:
 @dataclass(frozen=True)
 class SentenceScore:
     """EVALB's line for one sentence: ``status`` 0 (scored), 1 (error: ``message`` is
-    EVALB's, e.g. ``Length unmatch (10|9)``) or 2 (skipped); ``length`` is the gold
-    length for the cutoff."""
+    EVALB's, e.g. ``Length unmatch (10|9)``, and ``explanation`` the ``EvalbError``
+    text naming the sentence, the cause and the fix) or 2 (skipped); ``length`` is the
+    gold length for the cutoff."""
 
     number: int
     length: int
     status: int
     counts: SentenceCounts
     message: str = ""
+    explanation: str = ""
 
 
 def _crossing(gold: Sequence[Bracket], test: Sequence[Bracket]) -> int:
@@ -210,14 +205,19 @@ def score_sentence(gold: Tree, test: Optional[Tree], number: int = 1, *,
     error = SentenceCounts(error_sentences=1)
     if not t.words:
         return SentenceScore(number, g.length, 2, SentenceCounts(skipped_sentences=1))
+    fix = "the test file must hold the gold sentences' words, line by line"
     if len(g.words) != len(t.words):
-        return SentenceScore(number, g.length, 1, error,
-                             f"Length unmatch ({len(g.words)}|{len(t.words)})")
+        message = f"Length unmatch ({len(g.words)}|{len(t.words)})"
+        return SentenceScore(number, g.length, 1, error, message, (
+            f"sentence {number}: gold has {len(g.words)} words, test has {len(t.words)} "
+            f"besides punctuation and -NONE- (EVALB: {message}); {fix}"))
     if check_words:
-        for gold_word, test_word in zip(g.words, t.words):
+        for position, (gold_word, test_word) in enumerate(zip(g.words, t.words)):
             if gold_word != test_word:
-                return SentenceScore(number, g.length, 1, error,
-                                     f"Words unmatch ({gold_word}|{test_word})")
+                message = f"Words unmatch ({gold_word}|{test_word})"
+                return SentenceScore(number, g.length, 1, error, message, (
+                    f"sentence {number}: word {position + 1} differs (gold {gold_word!r}, "
+                    f"test {test_word!r}; EVALB: {message}); {fix}"))
     matched = sum((Counter(g.brackets) & Counter(t.brackets)).values())
     exact = matched == len(g.brackets) == len(t.brackets)
     correct = sum(_same_label(a, b) for a, b in zip(g.tags, t.tags))
@@ -233,21 +233,10 @@ def _same_label(a: str, b: str) -> bool:
     return EQUIVALENT_LABELS.get(a, a) == EQUIVALENT_LABELS.get(b, b)
 
 
-def _raise_for(score: SentenceScore, gold: Tree, test: Tree, tags: str) -> None:
-    """The ``EvalbError`` of an error sentence, naming it and the cause."""
-    if score.status != 1:
-        return
-    g = evalb_view(gold)
-    t = evalb_view(with_gold_tags(test, gold) if tags == "gold" else test)
-    where = f"sentence {score.number}"
-    if len(g.words) != len(t.words):
-        raise EvalbError(f"{where}: gold has {len(g.words)} words, test has {len(t.words)} "
-                         f"besides punctuation and -NONE- (EVALB: {score.message}); the "
-                         f"test file must hold the gold sentences' words, line by line")
-    position = next(i for i, (a, b) in enumerate(zip(g.words, t.words)) if a != b)
-    raise EvalbError(f"{where}: word {position + 1} differs (gold {g.words[position]!r}, "
-                     f"test {t.words[position]!r}; EVALB: {score.message}); the test file "
-                     f"must hold the gold sentences' words, line by line")
+def _raise_for(score: SentenceScore) -> None:
+    """Raises the ``EvalbError`` of an error sentence (``score.explanation``)."""
+    if score.status == 1:
+        raise EvalbError(score.explanation)
 
 
 def evaluate_sentence(gold: Tree, test: Tree, number: int = 1,
@@ -258,7 +247,7 @@ def evaluate_sentence(gold: Tree, test: Tree, number: int = 1,
     unmatch").
     """
     score = score_sentence(gold, test, number, tags=tags, check_words=check_words)
-    _raise_for(score, gold, test, tags)
+    _raise_for(score)
     return score.counts
 
 
@@ -315,19 +304,25 @@ class EvalbResult:
         return cls.from_counts(total, len40)
 
     def summary(self) -> str:
-        """EVALB-style summary lines."""
-        return "\n".join([
-            f"-- All ({self.sentences} sentences) --",
-            f"Bracketing Recall    = {self.recall:6.2f}",
-            f"Bracketing Precision = {self.precision:6.2f}",
-            f"Bracketing FMeasure  = {self.f1:6.2f}",
-            f"Complete match       = {self.exact_match:6.2f}",
-            f"-- len<={CUTOFF_LENGTH} ({self.sentences_len40} sentences) --",
-            f"Bracketing Recall    = {self.recall_len40:6.2f}",
-            f"Bracketing Precision = {self.precision_len40:6.2f}",
-            f"Bracketing FMeasure  = {self.f1_len40:6.2f}",
-            f"Complete match       = {self.exact_match_len40:6.2f}",
-        ])
+        """EVALB's summary figures, as ``evalb`` prints them, for all sentences and for
+        those of at most ``CUTOFF_LENGTH`` words (what ``t2t-lite-evalb`` prints)."""
+        lines = []
+        for title, suffix in (("All", ""), (f"len<={CUTOFF_LENGTH}", "_len40")):
+            valid = getattr(self, "sentences" + suffix)
+            errors = getattr(self, "error_sentences" + suffix)
+            skipped = getattr(self, "skipped_sentences" + suffix)
+            lines += [f"-- {title} --",
+                      f"Number of sentence        = {valid + errors + skipped:6d}",
+                      f"Number of Error sentence  = {errors:6d}",
+                      f"Number of Skip  sentence  = {skipped:6d}",
+                      f"Number of Valid sentence  = {valid:6d}",
+                      f"Bracketing Recall         = {getattr(self, 'recall' + suffix):6.2f}",
+                      f"Bracketing Precision      = {getattr(self, 'precision' + suffix):6.2f}",
+                      f"Bracketing FMeasure       = {getattr(self, 'f1' + suffix):6.2f}",
+                      f"Complete match            = "
+                      f"{getattr(self, 'exact_match' + suffix):6.2f}",
+                      ""]
+        return "\n".join(lines).rstrip()
 
 
 def score_sentences(gold_trees: Iterable[Tree], test_trees: Iterable[Optional[Tree]], *,
@@ -354,9 +349,8 @@ def evaluate(gold_trees: Iterable[Tree], test_trees: Iterable[Optional[Tree]],
     """
     if errors not in ERROR_MODES:
         raise ValueError(f"errors must be one of {ERROR_MODES}, got {errors!r}")
-    gold_trees, test_trees = list(gold_trees), list(test_trees)
     scores = score_sentences(gold_trees, test_trees, tags=tags, check_words=check_words)
     if errors == "raise":
         for score in scores:
-            _raise_for(score, gold_trees[score.number - 1], test_trees[score.number - 1], tags)
+            _raise_for(score)
     return EvalbResult.from_scores(scores)
