@@ -1,9 +1,26 @@
 """t2t-lite: the Transformer of "Attention Is All You Need" in TensorFlow 2 + Keras 3.
 
 The top-level folders ``problems/`` and ``hparams/`` install as ``t2t_lite.problems`` and
-``t2t_lite.hparams`` so that no generic top-level name is taken in site-packages.
+``t2t_lite.hparams`` so that no generic top-level name is taken in site-packages (from a
+plain checkout, ``t2t_lite/__init__.py`` maps the same names onto the folders). Every
+package is found, none listed by hand: a new subpackage of ``t2t_lite/`` (or of a mapped
+folder) ships without editing this file.
 """
-from setuptools import setup
+from setuptools import find_packages, setup
+
+# Installed package -> repository folder (t2t_lite/__init__.py's CHECKOUT_FOLDERS).
+MAPPED_FOLDERS = {"t2t_lite.problems": "problems", "t2t_lite.hparams": "hparams"}
+
+
+def packages():
+    """``t2t_lite`` and its subpackages, and each mapped folder with its subpackages
+    under its ``t2t_lite.`` name; ``tests``, ``scripts`` and the folders' own top-level
+    names are never packages."""
+    found = find_packages(include=["t2t_lite", "t2t_lite.*"])
+    for package, folder in MAPPED_FOLDERS.items():
+        found += [package] + [f"{package}.{sub}" for sub in find_packages(where=folder)]
+    return sorted(found)
+
 
 COMMANDS = {
     "t2t-lite-info": "t2t_lite.commands.info:main",
@@ -22,16 +39,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
-    packages=["t2t_lite", "t2t_lite.commands", "t2t_lite.layers", "t2t_lite.models",
-              "t2t_lite.data",
-              "t2t_lite.decoding",
-              "t2t_lite.training", "t2t_lite.monitoring",
-              "t2t_lite.problems", "t2t_lite.hparams", "t2t_lite.metrics", "t2t_lite.parsing"],
-    package_dir={
-        "t2t_lite": "t2t_lite",
-        "t2t_lite.problems": "problems",
-        "t2t_lite.hparams": "hparams",
-    },
+    packages=packages(),
+    package_dir={"t2t_lite": "t2t_lite", **MAPPED_FOLDERS},
     install_requires=[
         "tensorflow~=2.21.0",
         "keras>=3.15,<4",
