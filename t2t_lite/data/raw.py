@@ -234,14 +234,21 @@ def extract_members(archive: Union[str, Path], members: Sequence[str],
 
 # SGML test sets ---------------------------------------------------------------------------
 _DOC = re.compile(rb"<doc\s[^>]*docid=\"([^\"]*)\"", re.IGNORECASE)
-_SEG = re.compile(rb"<seg\s+id=\"?([^\">]*)\"?[^>]*>(.*?)</seg>", re.IGNORECASE)
+_SEG = re.compile(rb"<seg\s+id=\"?([^\">]*)\"?[^>]*>(.*?)</seg\s*>", re.IGNORECASE)
+_SEG_OPEN = re.compile(rb"<seg\b", re.IGNORECASE)
+_WHITESPACE = re.compile(rb"\s+")
 
 
 def read_sgm(path: Union[str, Path]) -> List[Tuple[str, str, bytes, int]]:
-    """``(docid, segid, text bytes, file line)`` for every ``<seg id=..>`` of a WMT SGML file.
+    """``(docid, segid, text bytes, file line)`` for every ``<seg id=..>`` of a WMT SGML
+    file (plain or ``.gz``), in file order: the one SGML reader, for datagen and BLEU.
 
-    The text is kept as WMT wrote it (entities are not expanded, as sacreBLEU does),
-    stripped of surrounding whitespace.
+    The text is what sacreBLEU reads from the file: entities are kept as WMT wrote them
+    (``&quot;``, ``&amp;``; sacreBLEU's 13a tokenizer and mteval-v13a.pl unescape
+    ``&quot; &amp; &lt; &gt;`` themselves), surrounding whitespace is stripped and inner
+    runs of whitespace become one space. Raises ``RawDataError`` naming the file and line
+    of a ``<seg`` that is not one ``<seg id=..>...</seg>`` on its line, or naming the file
+    when it holds no segment.
     """
     segments = []
     docid = ""
@@ -250,10 +257,22 @@ def read_sgm(path: Union[str, Path]) -> List[Tuple[str, str, bytes, int]]:
             doc = _DOC.search(line)
             if doc:
                 docid = doc.group(1).decode("utf-8", "replace")
-            for seg in _SEG.finditer(line):
-                segments.append((docid, seg.group(1).decode("utf-8", "replace"),
-                                 seg.group(2).strip(), number))
+            found = list(_SEG.finditer(line))
+            if len(found) != len(_SEG_OPEN.findall(line)):
+                raise RawDataError(f"{path}:{number}: a <seg> element without id=.. or without "
+                                   f"a closing </seg> on its line; fix or replace the file")
+            for seg in found:
+                text = _WHITESPACE.sub(b" ", seg.group(2).strip())
+                segments.append((docid, seg.group(1).decode("utf-8", "replace"), text, number))
+    if not segments:
+        raise RawDataError(f"{path}: no <seg id=..> segments found; is it a WMT .sgm file?")
     return segments
+
+
+def read_sgm_text(path: Union[str, Path]) -> List[str]:
+    """The text of every segment of a WMT SGML file (``read_sgm``), in file order, as
+    ``str``: e.g. the references or system output to score with ``corpus_bleu``."""
+    return [text.decode("utf-8", "replace") for _, _, text, _ in read_sgm(path)]
 
 
 def read_parallel_sgm(source_path: Union[str, Path],
@@ -261,8 +280,6 @@ def read_parallel_sgm(source_path: Union[str, Path],
     """Aligned segments of a source and a reference SGML file, matched by (docid, segid)."""
     source_path, target_path = Path(source_path), Path(target_path)
     source, target = read_sgm(source_path), read_sgm(target_path)
-    if not source:
-        raise RawDataError(f"{source_path}: no <seg id=..> segments found; is it a WMT .sgm file?")
     if len(source) != len(target):
         raise RawDataError(f"source and target files differ in length: {source_path} has "
                            f"{len(source)} segments, {target_path} has {len(target)} segments")

@@ -1,17 +1,16 @@
-"""Corpus BLEU as sacreBLEU computes it, and a reader for WMT SGML test-set files.
+"""Corpus BLEU as sacreBLEU computes it.
 
 BLEU itself is never reimplemented here: ``corpus_bleu`` calls sacreBLEU with its
 defaults (13a tokenization, mixed case, exponential smoothing, one reference), which
 reproduces mteval-v13a.pl, and returns the score together with sacreBLEU's signature so
-that every figure the project reports says how it was computed.
+that every figure the project reports says how it was computed. WMT SGML files are read
+by the data side's one reader (``t2t_lite.data.raw.read_sgm_text``), as sacreBLEU reads
+them.
 """
 from __future__ import annotations
 
-import html
-import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import List, Sequence, Tuple, Union
+from typing import Sequence, Tuple
 
 from sacrebleu.metrics import BLEU
 
@@ -60,29 +59,3 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str],
                       brevity_penalty=float(result.bp),
                       hypothesis_length=int(result.sys_len),
                       reference_length=int(result.ref_len))
-
-
-# A segment's text may not hold another ``<seg`` (that would be an unclosed element).
-_SEGMENT = re.compile(r"<seg\b[^>]*>((?:(?!<seg\b).)*?)</seg\s*>", re.IGNORECASE | re.DOTALL)
-
-
-def read_sgml_segments(path: Union[str, Path]) -> List[str]:
-    """The text of every ``<seg id=...>`` element of a WMT SGML file, in file order.
-
-    HTML entities (``&quot;``, ``&amp;``, ``&#39;``) are unescaped and surrounding
-    whitespace is stripped. Raises ``ValueError`` naming the file when it holds no
-    segment, or when a ``<seg`` tag is left unclosed (naming its line).
-    """
-    path = Path(path)
-    text = path.read_text(encoding="utf-8")
-    segments = [html.unescape(match.group(1)).strip() for match in _SEGMENT.finditer(text)]
-    opened = len(re.findall(r"<seg\b", text, re.IGNORECASE))
-    if opened != len(segments):
-        covered = {m.start() for m in _SEGMENT.finditer(text)}
-        for match in re.finditer(r"<seg\b", text, re.IGNORECASE):
-            if match.start() not in covered:
-                line = text.count("\n", 0, match.start()) + 1
-                raise UserError(f"{path}:{line}: <seg> element without a closing </seg>")
-    if not segments:
-        raise UserError(f"{path}: no <seg> elements found; is it a WMT SGML file?")
-    return segments
