@@ -2,7 +2,7 @@
 and ``FileNotFoundError``; anything else is a bug and keeps its traceback."""
 import pytest
 
-from t2t_lite.commands.common import run_reporting_errors, user_error_types
+from t2t_lite.commands.common import run_reporting_errors
 from t2t_lite.decoding.config import DecodeHParamsError
 from t2t_lite.errors import UserError
 from t2t_lite.hparams_lib import HParamsError
@@ -42,8 +42,13 @@ def test_failure_types_print_one_line_and_return_1(capsys):
     assert capsys.readouterr().err == "error: loss is NaN\n"
 
 
-def test_user_error_types_are_only_user_error_and_missing_files():
-    assert user_error_types() == (UserError, FileNotFoundError)
+def test_other_os_errors_are_bugs_that_keep_their_traceback(capsys):
+    # Only FileNotFoundError among OSErrors is the user's; a PermissionError or a full
+    # disk reaching the command (not converted where the user's path is used) propagates.
+    for error in (PermissionError(13, "Permission denied"), OSError(28, "No space left")):
+        with pytest.raises(type(error)):
+            run_reporting_errors(_raise(error))
+    assert "error:" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("error_type", [HParamsError, DecodeHParamsError, UnknownNameError,
