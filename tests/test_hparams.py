@@ -36,6 +36,38 @@ def test_bad_values_are_refused(override, fragment):
     assert fragment in str(error.value)
 
 
+# Each error line docs/model.md shows, and an override that gives it.
+DOCUMENTED_ERRORS = {
+    "num_heads=x": "hparam 'num_heads' takes a int, got 'x'; valid keys: ",
+    "clip_grad_norm=nan": "hparam 'clip_grad_norm' must be a finite number, got nan",
+    "num_heads=0": "hparam 'num_heads' must be positive, got 0",
+    "attention_key_channels=-1": "hparam 'attention_key_channels' must be >= 0, got -1",
+    "relu_dropout=1.0": "hparam 'relu_dropout' must be in [0, 1), got 1.0",
+    "layer_norm_epsilon=0": "hparam 'layer_norm_epsilon' must be > 0.0, got 0.0",
+    "pos=x": "hparam 'pos' must be one of ('timing', 'emb'), got 'x'",
+    "hidden_size=63": "hparam 'hidden_size' must be even with pos='timing' (sinusoids come "
+                      "in sin/cos pairs), got 63",
+    # the divisibility rule is on the effective channels: 0 means hidden_size
+    "hidden_size=10,num_heads=4": "attention key channels (10) must be divisible by "
+                                  "num_heads (4); set attention_key_channels",
+}
+
+
+@pytest.mark.parametrize("override", sorted(DOCUMENTED_ERRORS))
+def test_docs_show_the_errors_the_checks_raise(override):
+    import pathlib
+    doc = pathlib.Path(__file__).resolve().parent.parent / "docs" / "model.md"
+    shown = " ".join(doc.read_text(encoding="utf-8").split())   # table cells and wrapped lines
+    expected = DOCUMENTED_ERRORS[override]
+    assert f"error: {expected}" in shown
+    with pytest.raises(HParamsError) as error:
+        registry.hparams("transformer_base", override)
+    assert str(error.value).startswith(expected)
+    # with explicit channels divisible by num_heads, the same sizes are accepted
+    assert registry.hparams("transformer_base", "hidden_size=10,num_heads=4,"
+                            "attention_key_channels=8,attention_value_channels=12")
+
+
 def test_hparams_are_immutable_and_round_trip_json():
     hp = registry.hparams("transformer_big")
     with pytest.raises(Exception):
