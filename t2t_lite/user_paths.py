@@ -14,16 +14,18 @@ work starts. Only the ``OSError``s of the path the user gave are converted here;
   unwritable path fails before the work) and renames it onto ``path`` on ``commit``; a
   failure before that removes the temporary file and leaves ``path`` untouched.
 
-``write_atomically(path, data)`` is the same write-then-rename for a whole file held in
-memory (vocabularies, gold trees, EVALB files, datagen statistics): the one helper for
-files the library writes itself, whose ``OSError``s stay the caller's to explain.
+``atomic_path(path)`` is the same write-then-rename for files the library writes itself
+(TFRecord shards, datagen's text files), and ``write_atomically(path, data)`` writes a
+whole file held in memory through it (vocabularies, gold trees, EVALB files, datagen
+statistics); their ``OSError``s stay the caller's to explain.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 from t2t_lite.errors import UserError
 
@@ -180,23 +182,32 @@ def _replace(tmp: Path, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def write_atomically(path: Union[str, Path], data: Union[bytes, str]) -> Path:
-    """Writes ``data`` (``str`` as UTF-8) as the whole content of ``path``: into a
-    temporary file beside it (unique, so concurrent writers never share one), then renamed
-    onto it, so a reader, a crash or a SIGKILL sees the old file or the new one, never a
-    part. Creates missing parent directories. On failure the temporary file is removed,
-    ``path`` is left as it was and the ``OSError`` propagates. Returns ``path``."""
+@contextlib.contextmanager
+def atomic_path(path: Union[str, Path]) -> Iterator[Path]:
+    """``with atomic_path(path) as tmp:`` write ``tmp`` (any writer: ``open``, a
+    ``TFRecordWriter``); leaving the block renames it onto ``path``, so a reader, a crash
+    or a SIGKILL sees the old file or the whole new one, never a part. ``tmp`` is a unique
+    empty file beside ``path`` (concurrent writers never share one); missing parent
+    directories are created. An exception in the block removes ``tmp``, leaves ``path``
+    as it was and propagates, as does an ``OSError`` of the rename."""
     path = Path(path)
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     tmp = Path(name)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        yield tmp
         _replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
+
+
+def write_atomically(path: Union[str, Path], data: Union[bytes, str]) -> Path:
+    """Writes ``data`` (``str`` as UTF-8) as the whole content of ``path`` through
+    ``atomic_path``. Returns ``path``."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+    return Path(path)

@@ -77,3 +77,20 @@ def test_write_atomically_replaces_whole_files_and_keeps_the_old_one_on_failure(
         write_atomically(path, "never")
     assert path.read_bytes() == b"\x00bytes"
     assert sorted(p.name for p in path.parent.iterdir()) == ["gold.txt"]  # no temporary left
+
+
+def test_atomic_path_renames_only_a_block_that_finishes(tmp_path):
+    from t2t_lite.user_paths import atomic_path
+    path = tmp_path / "shard-00000"
+    path.write_text("old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_path(path) as tmp:
+            tmp.write_text("half")
+            raise KeyboardInterrupt
+    assert path.read_text() == "old" and sorted(tmp_path.iterdir()) == [path]
+    with atomic_path(path) as tmp:
+        assert tmp.parent == path.parent and tmp != path and tmp.read_text() == ""
+        with open(tmp, "w") as handle:
+            handle.write("new")
+        assert path.read_text() == "old"          # nothing visible before the block ends
+    assert path.read_text() == "new" and sorted(tmp_path.iterdir()) == [path]

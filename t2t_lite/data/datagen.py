@@ -14,9 +14,9 @@ text (parsing: ``<problem>-<split>.gold.txt``, the gold trees).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import json
-import os
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
@@ -29,7 +29,7 @@ from t2t_lite.data.tfds_source import DATA_SOURCES
 from t2t_lite.data.vocab import reservoir_sample
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
 from t2t_lite.errors import UserError
-from t2t_lite.user_paths import write_atomically
+from t2t_lite.user_paths import atomic_path, write_atomically
 
 if TYPE_CHECKING:
     from t2t_lite.data.problem import Problem
@@ -315,22 +315,16 @@ def _write_split(problem: "Problem", vocab, data_dir: Path, reader, split: str,
     stats_path(data_dir, problem.name, split).unlink(missing_ok=True)
     dropped: Dict[str, DropCount] = {}
     summary = SplitSummary(split, 0, [], dropped)
-    keep_text = split != "train"
-    text_files = text_paths(data_dir, problem.name, split)
-    text_tmp = [p.with_name(p.name + ".tmp") for p in text_files]
-    handles = [open(p, "w", encoding="utf-8") for p in text_tmp] if keep_text else []
-    try:
+    text_files = text_paths(data_dir, problem.name, split) if split != "train" else ()
+    # The text files appear (renamed from their temporaries, handles closed first) only
+    # when the split was written whole; any exception removes the temporaries.
+    with contextlib.ExitStack() as stack:
+        handles = [stack.enter_context(open(stack.enter_context(atomic_path(path)), "w",
+                                            encoding="utf-8"))
+                   for path in text_files]
         _write_examples(problem, vocab, reader, split, data_dir, summary, handles, workers)
         if summary.examples == 0:
             raise _empty_split_error(problem, split, reader, summary.dropped)
-    except BaseException:
-        for handle in handles:
-            handle.close()
-        for tmp in text_tmp:
-            tmp.unlink(missing_ok=True)
-        raise
-    for tmp, final in zip(text_tmp, text_files if keep_text else ()):
-        os.replace(tmp, final)
     write_atomically(stats_path(data_dir, problem.name, split), summary.to_json())
     return summary
 

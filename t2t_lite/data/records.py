@@ -7,13 +7,14 @@ written under a temporary name and renamed.
 """
 from __future__ import annotations
 
-import os
 import random
 import struct
 from pathlib import Path
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import tensorflow as tf
+
+from t2t_lite.user_paths import atomic_path
 
 FEATURES = ("inputs", "targets")
 
@@ -95,11 +96,9 @@ class ShuffledShardWriter:
 
     def _shuffle_into(self, records: List[bytes], path: Path) -> None:
         self._rng.shuffle(records)
-        tmp = path.with_name(path.name + ".tmp")
-        with tf.io.TFRecordWriter(str(tmp)) as writer:
+        with atomic_path(path) as tmp, tf.io.TFRecordWriter(str(tmp)) as writer:
             for record in records:
                 writer.write(record)
-        os.replace(tmp, path)
 
     def _scatter(self, unshuffled: Path, paths: List[Path]) -> None:
         """Scatters one over-full first-pass shard into ``paths`` (random, seeded), then
