@@ -61,6 +61,9 @@ class Problem:
     eval_metrics: ClassVar[Tuple[str, ...]] = ()
     decode_defaults: ClassVar[Mapping[str, float]] = {}
     tfds: ClassVar[Optional[TfdsSource]] = None  # builder for datagen's --data_source=tfds
+    # The --data_source values datagen may read this problem from ("raw": raw_files and
+    # text_pairs; "tfds": the ``tfds`` builder); another is refused before any work.
+    data_sources: ClassVar[Tuple[str, ...]] = ("raw",)
 
     def __init__(self, vocab_spec: Optional[VocabSpec] = None):
         """``vocab_spec`` replaces the class's (e.g. a small vocabulary for a miniature corpus)."""
