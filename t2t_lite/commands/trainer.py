@@ -86,13 +86,21 @@ def train(config: TrainerConfig) -> int:
     from t2t_lite.training.preemption import TrainingPreempted
     from t2t_lite.training.trainer import Trainer
     trainer = Trainer(config)
-    print(devices_line(trainer.strategy.extended.worker_devices), file=sys.stderr, flush=True)
+    print(devices_line(strategy_devices(trainer.strategy)), file=sys.stderr, flush=True)
     try:
         trainer.run()
     except TrainingPreempted as stopped:
         print(f"t2t-lite-trainer: {stopped}", file=sys.stderr, flush=True)
         return stopped.exit_status
     return 0
+
+
+def strategy_devices(strategy) -> List[str]:
+    """The devices this worker trains on (the default strategy: CPU:0, none named)."""
+    try:
+        return list(strategy.extended.worker_devices)
+    except RuntimeError:  # tf.distribute's default strategy: one device, placed by TF
+        return []
 
 
 if __name__ == "__main__":
