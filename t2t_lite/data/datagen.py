@@ -10,6 +10,12 @@ left with no usable example is refused (``RawDataError`` naming its raw files), 
 error leaves no ``*.txt.tmp`` file behind. After each non-train split,
 ``problem.write_eval_references`` writes what the problem's metrics need besides that
 text (parsing: ``<problem>-<split>.gold.txt``, the gold trees).
+
+A run that completes writes ``<problem>-datagen.json`` (the splits it skipped, e.g. an
+optional test set whose raw files are absent). A re-run whose vocabulary and splits are
+all complete reuses them before looking at the source: no raw file is read or fetched,
+so it succeeds offline even after the raw files were removed. ``tmp_dir`` defaults to
+``DATA_DIR/raw`` (``raw.default_tmp_dir``), for the datagen command and the trainer alike.
 """
 from __future__ import annotations
 
@@ -206,7 +212,7 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
     data_dir = Path(data_dir)
     tmp_dir = Path(tmp_dir) if tmp_dir is not None else default_tmp_dir(problem, data_dir)
     check_data_source(problem, data_source)
-    reused = _reuse_complete(problem, data_dir)
+    reused = _reuse_complete(problem, data_dir, tmp_dir if data_source == "raw" else None)
     if reused is not None:
         for split, summary in reused.splits.items():
             if split != "train":
@@ -246,24 +252,49 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
             summaries[split] = _write_split(problem, vocab, data_dir, reader, split, workers)
         if split != "train":
             problem.write_eval_references(data_dir, tmp_dir, split, summaries[split].reused)
+    _write_manifest(problem, data_dir, skipped)
     return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
                           vocab_reused, summaries, skipped)
 
 
-def _reuse_complete(problem: "Problem", data_dir: Path) -> Optional[DatagenSummary]:
-    """The summary of a complete earlier run in ``data_dir`` (the vocabulary and every
-    split of the problem), or None when anything must be (re)generated."""
+def manifest_path(data_dir: Union[str, Path], problem_name: str) -> Path:
+    """``<problem>-datagen.json``: the splits a complete datagen run skipped, and why."""
+    return Path(data_dir) / f"{problem_name}-datagen.json"
+
+
+def _write_manifest(problem: "Problem", data_dir: Path, skipped: Dict[str, str]) -> None:
+    path = manifest_path(data_dir, problem.name)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"skipped_splits": skipped}, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _reuse_complete(problem: "Problem", data_dir: Path,
+                    tmp_dir: Optional[Path]) -> Optional[DatagenSummary]:
+    """The summary of a complete earlier run in ``data_dir``, or None when anything must
+    be (re)generated. Complete: the vocabulary and every split are there, less the splits
+    the earlier run skipped (``manifest_path``) whose raw files are still absent from
+    ``tmp_dir`` (``None``: a TFDS source, whose splits do not change)."""
     vocab_path = problem.vocab_path(data_dir)
     if not vocab_path.exists():
         return None
-    summaries = {split: _load_complete(problem, data_dir, split) for split in problem.splits}
+    manifest = manifest_path(data_dir, problem.name)
+    skipped = (json.loads(manifest.read_text(encoding="utf-8"))["skipped_splits"]
+               if manifest.exists() else {})
+    if tmp_dir is not None and skipped:
+        present = {raw.name: tmp_dir / raw.name for raw in problem.raw_files()
+                   if (tmp_dir / raw.name).exists()}
+        if set(problem.available_splits(present)) & set(skipped):
+            return None  # a skipped split's raw files have arrived since
+    summaries = {split: _load_complete(problem, data_dir, split) for split in problem.splits
+                 if split not in skipped}
     if any(summary is None for summary in summaries.values()):
         return None
     for summary in summaries.values():
         summary.reused = True
     vocab = problem.load_vocab(data_dir)
     return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
-                          True, summaries)
+                          True, summaries, skipped)
 
 
 def _vocab_texts(reader) -> Iterator[str]:
