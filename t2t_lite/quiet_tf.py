@@ -6,9 +6,9 @@ error`` on every machine without a GPU, ``cudart_stub.cc ... Could not find cuda
 drivers``, the oneDNN and ``cpu_feature_guard`` notices, absl's ``WARNING: All log
 messages before absl::InitializeLog() is called are written to STDERR``. Some are printed
 before ``TF_CPP_MIN_LOG_LEVEL`` applies, so ``import_tensorflow_quietly`` both sets that
-level (2: C++ errors only) before the import and points file descriptor 2 at a temporary
-file while TensorFlow is imported and its GPUs listed; what was written there is then
-printed again, less the lines ``is_noise`` recognises. A Python traceback, a warning or
+level (2: C++ errors only) before the import and points file descriptor 2 at a pipe
+while TensorFlow is imported and its GPUs listed; what is written there is passed on to
+stderr line by line, less the lines ``is_noise`` recognises. A Python traceback, a warning or
 anything else not in that list still reaches stderr, as do every later C++ error and our
 own ``error:`` lines.
 
@@ -21,7 +21,7 @@ import contextlib
 import os
 import re
 import sys
-import tempfile
+import threading
 from typing import Iterator, List
 
 LOG_LEVEL_VAR = "TF_CPP_MIN_LOG_LEVEL"
@@ -53,27 +53,44 @@ def is_noise(line: str) -> bool:
 
 @contextlib.contextmanager
 def filtered_stderr(enabled: bool = True) -> Iterator[None]:
-    """While inside, file descriptor 2 goes to a temporary file; on leaving (also by an
-    exception) it is restored and the captured lines are printed again, less noise."""
+    """While inside, file descriptor 2 is a pipe whose lines a thread passes on to the real
+    stderr as they come, less ``is_noise`` lines; on leaving (also by an exception) fd 2
+    is restored. Lines are passed on at once, so what a crashing import (a C++ abort)
+    printed before dying is still seen."""
     if not enabled:
         yield
         return
     sys.stderr.flush()
     saved = os.dup(2)
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            capture.seek(0)
-            text = capture.read().decode("utf-8", "replace")
-            kept = "".join(line for line in text.splitlines(True) if not is_noise(line))
-            if kept:
-                sys.stderr.write(kept)
-                sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    forwarder = threading.Thread(target=_forward_lines, args=(read_end, saved), daemon=True)
+    forwarder.start()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # closes the pipe's last write end: the forwarder sees its end
+        forwarder.join()
+        os.close(read_end)
+        os.close(saved)
+
+
+def _forward_lines(read_end: int, target: int) -> None:
+    """Copies the lines read from ``read_end`` to ``target``, less noise, until EOF."""
+    pending = b""
+    while True:
+        chunk = os.read(read_end, 65536)
+        if not chunk:
+            break
+        *lines, pending = (pending + chunk).split(b"\n")
+        kept = b"".join(line + b"\n" for line in lines
+                        if not is_noise(line.decode("utf-8", "replace")))
+        if kept:
+            os.write(target, kept)
+    if pending and not is_noise(pending.decode("utf-8", "replace")):
+        os.write(target, pending)
 
 
 def import_tensorflow_quietly(quiet: bool = True) -> List[str]:

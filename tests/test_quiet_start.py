@@ -76,6 +76,19 @@ def test_filtered_stderr_keeps_what_is_not_noise_and_tracebacks():
     assert "cuInit" not in result.stderr
     assert "a real C++ message" in result.stderr
     assert "Traceback" in result.stderr and "RuntimeError: boom" in result.stderr
+    # A crash that kills the process inside still shows what was printed before it.
+    probe = textwrap.dedent(f"""
+        import os, time
+        from t2t_lite.quiet_tf import filtered_stderr
+        with filtered_stderr():
+            os.write(2, {NOISE[4]!r}.encode() + b"\\n" + b"F0000 fatal: about to abort\\n")
+            time.sleep(0.5)
+            os.abort()
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode != 0
+    assert "fatal: about to abort" in result.stderr and "cuInit" not in result.stderr
 
 
 def fresh_env(**extra):
