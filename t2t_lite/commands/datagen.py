@@ -2,9 +2,11 @@
 
     t2t-lite-datagen --problem=translate_ende_multi30k --tmp_dir=RAW --data_dir=OUT
 
-Missing raw files are downloaded into ``--tmp_dir`` when the network is reachable;
-otherwise the files already there are used, and when some are missing the error lists
-each expected file with its URL. Re-running reuses complete output.
+Missing raw files are downloaded into ``--tmp_dir`` (default ``DATA_DIR/raw``, as for
+``t2t-lite-trainer --generate_data``) when the network is reachable; otherwise the files
+already there are used, and when some are missing the error lists each expected file
+with its URL. Re-running reuses complete output without reading the raw files (offline
+too). A ``--data_source`` the problem does not declare is one error naming the valid one.
 """
 from __future__ import annotations
 
