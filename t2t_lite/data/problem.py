@@ -136,9 +136,11 @@ class Problem:
         return load_vocabulary(self.vocab_path(data_dir))
 
     # Generated data ------------------------------------------------------------------
-    def generate_data(self, data_dir: Union[str, Path], tmp_dir: Union[str, Path], *,
+    def generate_data(self, data_dir: Union[str, Path],
+                      tmp_dir: Optional[Union[str, Path]] = None, *,
                       download: bool = True) -> "datagen.DatagenSummary":
-        """Builds the vocabulary and the TFRecord shards of every split; see ``datagen``."""
+        """Builds the vocabulary and the TFRecord shards of every split, from raw files in
+        ``tmp_dir`` (default ``DATA_DIR/raw``); see ``datagen``."""
         from t2t_lite.data import datagen
         return datagen.generate_problem_data(self, data_dir, tmp_dir, download=download)
 
