@@ -1,4 +1,4 @@
-"""t2t-lite-trainer: train a registered model on a registered problem.
+r"""t2t-lite-trainer: train a registered model on a registered problem.
 
     t2t-lite-trainer --generate_data --problem=translate_ende_numbers \
         --hparams_set=transformer_tiny --data_dir=DATA --output_dir=RUN
