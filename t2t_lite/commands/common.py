@@ -120,8 +120,8 @@ def user_error_types() -> tuple:
 
 def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) -> int:
     """Runs ``body`` and returns 0, or the int ``body`` returned; a user error prints
-    ``error: ...`` to stderr and returns 2; one of ``failure_types`` (a run that failed for a reason it explains, such as a NaN loss)
-    prints the same way and returns 1. A ``--t2t_usr_dir`` whose own code raised on import
+    ``error: ...`` to stderr and returns 2; one of ``failure_types`` (a run that failed
+    for a reason it explains, such as a NaN loss) prints the same way and returns 1. A ``--t2t_usr_dir`` whose own code raised on import
     prints one line naming it, then the traceback of that code, and returns 1. Output
     piped to a reader that has gone (``| head``) ends quietly with ``SIGPIPE_STATUS``, as
     other Unix tools do."""
