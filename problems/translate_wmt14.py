@@ -120,6 +120,7 @@ class TranslateEndeWmt14(Wmt14Problem):
 
     vocab_spec = VocabSpec(kind="sentencepiece", size=37000)
     tfds = TfdsSource("wmt14_translate/de-en", "en", "de")
+    data_sources = ("raw", "tfds")
     train_corpora = (_europarl("de-en", "en", "de"), _commoncrawl("de-en", "en", "de"),
                      _news_commentary("de-en", "en", "de"))
     dev_set = ArchivePair(DEV, "dev/newstest2013.en", "dev/newstest2013.de")
@@ -134,6 +135,7 @@ class TranslateEnfrWmt14(Wmt14Problem):
 
     vocab_spec = VocabSpec(kind="wordpiece", size=32000)
     tfds = TfdsSource("wmt14_translate/fr-en", "en", "fr")
+    data_sources = ("raw", "tfds")
     train_corpora = (_europarl("fr-en", "en", "fr"), _commoncrawl("fr-en", "en", "fr"),
                      _news_commentary("fr-en", "en", "fr"),
                      ArchivePair(UN, "un/undoc.2000.fr-en.en", "un/undoc.2000.fr-en.fr"),
@@ -150,10 +152,7 @@ class TranslateEndeWmtT2t(TranslateEndeWmt14):
     newstest2013/2014) from TFDS ``wmt_t2t_translate/de-en`` only; BPE 37,000."""
 
     tfds = TfdsSource("wmt_t2t_translate/de-en", "en", "de")
+    data_sources = ("tfds",)
 
     def raw_files(self) -> Tuple[RawFile, ...]:
         return ()
-
-    def text_pairs(self, split: str, tmp_dir: Path) -> Iterator[TextPair]:
-        raise UserError(f"problem {self.name} is read from TFDS ({self.tfds.name}) only; "
-                        f"run datagen with --data_source=tfds")

@@ -85,7 +85,7 @@ def main() -> None:
 
     problem = get_problem(args.problem)
     if not stats_path(args.data_dir, problem.name, "train").exists():
-        print(generate(args.problem, args.data_dir, args.tmp_dir or f"{args.data_dir}/raw").format())
+        print(generate(args.problem, args.data_dir, args.tmp_dir).format())  # None: DATA_DIR/raw
     hparams = get_hparams(args.hparams_set, args.hparams)
     pipeline = measure_pipeline(
         make_dataset(problem, args.data_dir, "train", hparams, training=True, seed=1),

@@ -7,8 +7,8 @@ work starts. Only the ``OSError``s of the path the user gave are converted here;
 
 * ``writable_dir(path, flag)``: creates the directory (and its parents) when missing and
   checks that a file can be created in it.
-* ``existing_or_new_dir(path, flag)``: a directory that is read: not a file, created
-  on request.
+* ``existing_or_new_dir(path, flag)``: a directory that is read: not a file (nor
+  under one), not created.
 * ``new_output_dir(path, flag)``: the same for a directory that must be new or empty.
 * ``AtomicOutput(path, flag)``: opens a temporary file beside ``path`` at once (so an
   unwritable path fails before the work) and renames it onto ``path`` on ``commit``; a
@@ -38,6 +38,15 @@ def path_error(flag: str, path: Union[str, Path], error: OSError, fix: str = "")
 
 
 def _refuse_file_in_the_way(path: Path, flag: str) -> None:
+    """A directory path that is an existing file, or lies under one (``notes.txt/out``),
+    is a user error."""
+    if path.exists() and not path.is_dir():
+        raise UserError(f"{flag}={path} is an existing file, not a directory; "
+                        f"give a directory path")
+    _refuse_parent_file(path, flag)
+
+
+def _refuse_parent_file(path: Path, flag: str) -> None:
     """A parent of ``path`` that is a regular file (``notes.txt/out``) is a user error."""
     for parent in path.parents:
         if parent.exists():
@@ -54,9 +63,6 @@ def writable_dir(path: Union[str, Path], flag: str) -> Path:
     or cannot be created or written (permission denied, read-only file system).
     """
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{flag}={path} is an existing file, not a directory; "
-                        f"give a directory path")
     _refuse_file_in_the_way(path, flag)
     fix = "give a directory you can write to"
     try:
@@ -72,21 +78,16 @@ def writable_dir(path: Union[str, Path], flag: str) -> Path:
     return path
 
 
-def existing_or_new_dir(path: Union[str, Path], flag: str, *, create: bool = False) -> Path:
-    """Checks that ``path`` is not a file (nor under one); with ``create``, creates it.
+def existing_or_new_dir(path: Union[str, Path], flag: str) -> Path:
+    """Checks that ``path`` is not a file (nor under one) and, when it exists, that it can
+    be looked at; it is not created.
 
     For directories that are read (raw corpora put there by hand may be read-only), so
     writing is not checked."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{flag}={path} is an existing file, not a directory; "
-                        f"give a directory path")
     _refuse_file_in_the_way(path, flag)
     try:
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
-        else:
-            path.stat()
+        path.stat()
     except FileNotFoundError:
         pass  # reported by whoever needs what should be in it
     except OSError as error:
@@ -116,7 +117,7 @@ class AtomicOutput:
         self.path, self.flag = Path(path), flag
         if self.path.is_dir():
             raise UserError(f"{flag}={self.path} is a directory; give a file path")
-        _refuse_file_in_the_way(self.path, flag)
+        _refuse_parent_file(self.path, flag)
         self.direct = self.path.exists() and not self.path.is_file()
         if self.direct:  # /dev/stdout, a FIFO: written in place, nothing to rename
             try:

@@ -64,7 +64,10 @@ def _checked_dir(usr_dir: str, flag: str) -> Path:
 
 def import_usr_dir(usr_dir: str, flag: str = FLAG) -> str:
     """Imports the package ``usr_dir`` (see the module docstring); returns its absolute
-    path. Its registrations are then visible in ``t2t_lite.registry``."""
+    path. Its registrations are then visible in ``t2t_lite.registry``. An empty
+    ``usr_dir`` (the flag not given) imports nothing and returns ``""``."""
+    if not usr_dir:
+        return ""
     from t2t_lite import registry
     registry.load_builtins()  # a user's name that clashes with a built-in one fails now
     path = _checked_dir(usr_dir, flag)

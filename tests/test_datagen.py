@@ -140,3 +140,80 @@ def test_datagen_reuses_only_complete_splits(tmp_path, mini_multi30k):
     summary = generate_problem_data(problem, data_dir, mini_multi30k, download=False)
     assert summary.vocab_reused and summary.splits["train"].reused
     assert not summary.splits["dev"].reused and summary.splits["dev"].examples == 40
+
+
+def test_complete_output_is_reused_offline_without_its_raw_files(tmp_path, mini_multi30k,
+                                                                 monkeypatch, capsys):
+    """Bug 2 of issue #14: a re-run on complete data reuses it before fetching anything."""
+    data_dir = tmp_path / "data"
+    problem = small_multi30k()
+    first = generate_problem_data(problem, data_dir, mini_multi30k, download=False)
+    for path in mini_multi30k.iterdir():
+        path.unlink()
+    from t2t_lite.data import datagen
+
+    def no_fetch(*args, **kwargs):
+        raise AssertionError("raw files fetched for complete output")
+    monkeypatch.setattr(datagen, "fetch_raw_files", no_fetch)
+    for download in (False, True):
+        again = generate_problem_data(problem, data_dir, mini_multi30k, download=download)
+        assert again.vocab_reused and all(s.reused for s in again.splits.values())
+        assert {split: s.examples for split, s in again.splits.items()} == {
+            split: s.examples for split, s in first.splits.items()}
+
+
+def test_default_tmp_dir_is_data_dir_raw_or_data_dir_holding_the_raw_files(tmp_path):
+    from t2t_lite.data.raw import default_tmp_dir
+    problem = small_multi30k()
+    data_dir = tmp_path / "data"
+    assert default_tmp_dir(problem, data_dir) == data_dir / "raw"
+    data_dir.mkdir()
+    (data_dir / "train.en.gz").write_bytes(b"")   # where the trainer used to fetch them
+    assert default_tmp_dir(problem, data_dir) == data_dir
+    (data_dir / "raw").mkdir()
+    (data_dir / "raw" / "train.en.gz").write_bytes(b"")
+    assert default_tmp_dir(problem, data_dir) == data_dir / "raw"
+    # A problem that names no raw files (generated, or read from a folder): DATA_DIR/raw.
+    assert default_tmp_dir(get_problem("translate_text_files"), data_dir) == data_dir / "raw"
+
+
+def test_a_skipped_split_whose_raw_files_arrive_is_generated_on_rerun(tmp_path, mini_multi30k):
+    data_dir = tmp_path / "data"
+    problem = small_multi30k()
+    first = generate_problem_data(problem, data_dir, mini_multi30k, download=False)
+    assert "test_2017_flickr" in first.skipped_splits
+    for lang in ("en", "de"):
+        write_gz(mini_multi30k / f"test_2017_flickr.{lang}.gz",
+                 read_gz(mini_multi30k / f"val.{lang}.gz", 10))
+    again = generate_problem_data(problem, data_dir, mini_multi30k, download=False)
+    assert again.splits["train"].reused and not again.splits["test_2017_flickr"].reused
+    assert again.splits["test_2017_flickr"].examples == 10
+    third = generate_problem_data(problem, data_dir, mini_multi30k, download=False)
+    assert all(summary.reused for summary in third.splits.values())
+    assert "test_2017_flickr" not in third.skipped_splits
+
+
+@pytest.mark.slow
+def test_trainer_generate_data_and_datagen_share_the_default_tmp_dir(tmp_path, capsys):
+    """Issue #14: without --tmp_dir both look in DATA_DIR/raw."""
+    from t2t_lite.commands import trainer as trainer_command
+    data_dir, raw = tmp_path / "data", tmp_path / "data" / "raw"
+    raw.mkdir(parents=True)
+    for split, numbers in (("train", range(1, 400)), ("dev", range(400, 430)),
+                           ("test", range(430, 460))):
+        (raw / f"{split}.src").write_text("".join(num2words(n) + "\n" for n in numbers))
+        (raw / f"{split}.tgt").write_text("".join(num2words(n, lang="de") + "\n"
+                                                  for n in numbers))
+    assert trainer_command.main([
+        "--generate_data", "--problem=translate_text_files", "--hparams_set=transformer_tiny",
+        f"--data_dir={data_dir}", f"--output_dir={tmp_path / 'run'}", "--train_steps=1",
+        "--local_eval_frequency=0", "--eval_steps=1", "--eval_decode_sentences=0",
+        "--attention_probes=0"]) == 0
+    assert "train: 399 examples" in capsys.readouterr().out
+    # datagen, without --tmp_dir, re-reads the same raw files for a split made anew.
+    (data_dir / "translate_text_files-test.json").unlink()
+    assert datagen_command.main(["--problem=translate_text_files",
+                                 f"--data_dir={data_dir}"]) == 0
+    out = capsys.readouterr().out
+    assert "test: 30 examples in 1 shard(s), 0 dropped\n" in out + "\n"
+    assert "train: 399 examples in 4 shard(s), 0 dropped (reused)" in out

@@ -324,7 +324,7 @@ def test_evalb_itself_agrees_with_decoder_and_trainer_on_a_trained_model(
     # a few hundred steps: outputs with structure, far from perfect (real repairs, misses)
     assert trainer.main([f"--problem={problem}", "--hparams_set=transformer_parsing_tiny",
                          f"--data_dir={data}", f"--output_dir={run}", "--train_steps=300",
-                         "--local_eval_frequency=0", f"--eval_bleu_sentences={SENTENCES}",
+                         "--local_eval_frequency=0", f"--eval_decode_sentences={SENTENCES}",
                          "--log_step_count_steps=100"]) == 0
     trained = printed_scores(capsys.readouterr().out.split("[eval]")[-1], "=")
     # the first dev sentences, as the trainer's evaluation decodes them

@@ -35,7 +35,7 @@ QUIET = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 def make_config(data_dir, output_dir, **overrides) -> TrainerConfig:
     values = dict(problem=PROBLEM, hparams_set="transformer_tiny", hparams_overrides=TINY,
                   data_dir=str(data_dir), output_dir=str(output_dir), train_steps=4,
-                  local_eval_frequency=0, eval_steps=1, eval_bleu_sentences=0,
+                  local_eval_frequency=0, eval_steps=1, eval_decode_sentences=0,
                   log_step_count_steps=100, save_checkpoints_secs=0, attention_probes=0)
     values.update(overrides)
     return TrainerConfig(**values)
@@ -44,7 +44,7 @@ def make_config(data_dir, output_dir, **overrides) -> TrainerConfig:
 def trainer_flags(data_dir, output_dir, *extra, hparams=TINY) -> list:
     return [f"--problem={PROBLEM}", "--hparams_set=transformer_tiny", f"--hparams={hparams}",
             f"--data_dir={data_dir}", f"--output_dir={output_dir}", "--local_eval_frequency=0",
-            "--eval_steps=1", "--eval_bleu_sentences=0", "--attention_probes=0", *extra]
+            "--eval_steps=1", "--eval_decode_sentences=0", "--attention_probes=0", *extra]
 
 
 def python_trainer(data_dir, output_dir, *extra, **kwargs) -> list:

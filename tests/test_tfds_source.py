@@ -17,6 +17,7 @@ from t2t_lite.commands import trainer as trainer_command
 from t2t_lite.data.datagen import DROP_EMPTY, generate_problem_data
 from t2t_lite.data.problem import VocabSpec, eval_text
 from t2t_lite.data.records import read_examples
+from t2t_lite.data.raw import RawDataError
 from t2t_lite.errors import UserError
 from t2t_lite.problems.translate_multi30k import TranslateEndeMulti30k
 from t2t_lite.problems.translate_wmt14 import (TranslateEndeWmt14, TranslateEndeWmtT2t,
@@ -107,7 +108,8 @@ def test_tfds_source_errors_name_the_fix(tmp_path, capsys):
         generate_problem_data(TranslateEndeWmtT2t(), tmp_path / "d", tmp_path / "r")
     assert datagen_command.main(["--problem=translate_ende_wmt14", f"--data_dir={tmp_path}/d",
                                  f"--tfds_data_dir={tmp_path}/t"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in capsys.readouterr().err.strip().splitlines()
+           if not line.startswith("devices: ")]
     assert err == [f"error: --tfds_data_dir={tmp_path}/t is only read with "
                    f"--data_source=tfds; add that flag or drop this one"]
 
@@ -119,7 +121,7 @@ def test_trainer_generates_from_tfds_trains_and_decodes(tmp_path, mocked_tfds, t
     assert trainer_command.main([
         "--generate_data", "--data_source=tfds", "--problem=translate_ende_wmt14",
         "--hparams_set=transformer_tiny", f"--data_dir={data_dir}", f"--output_dir={run_dir}",
-        "--train_steps=3", "--local_eval_frequency=0", "--eval_bleu_sentences=2",
+        "--train_steps=3", "--local_eval_frequency=0", "--eval_decode_sentences=2",
         "--attention_probes=0", "--hparams=batch_size=2048"]) == 0
     assert "train: 299 examples" in capsys.readouterr().out
     assert ("wmt14_translate/de-en", "train") in mocked_tfds
@@ -129,3 +131,44 @@ def test_trainer_generates_from_tfds_trains_and_decodes(tmp_path, mocked_tfds, t
                                  f"--decode_to_file={tmp_path}/out.txt",
                                  "--decode_hparams=beam_size=2,extra_length=5"]) == 0
     assert len((tmp_path / "out.txt").read_text(encoding="utf-8").split("\n")) == 4
+
+
+def test_an_empty_tfds_split_names_the_tfds_fix_not_raw_files(tmp_path, tfds_examples):
+    def as_dataset(self, split, *args, **kwargs):
+        pairs = [] if str(split) == "validation" else tfds_examples[str(split)]
+        return tf.data.Dataset.from_tensor_slices(
+            {"en": tf.constant([en for en, _ in pairs], tf.string),
+             "de": tf.constant([de for _, de in pairs], tf.string)})
+
+    problem = TranslateEndeWmt14(vocab_spec=VocabSpec(size=600))
+    with tfds.testing.mock_data(as_dataset_fn=as_dataset):
+        with pytest.raises(RawDataError) as error:
+            generate_problem_data(problem, tmp_path / "data", data_source="tfds", workers=1)
+    message = str(error.value)
+    assert "split 'dev' of translate_ende_wmt14 has no usable examples" in message
+    assert "the TFDS split holds no examples" in message
+    assert "wmt14_translate/de-en[validation]" in message
+    assert "tfds build wmt14_translate/de-en" in message
+    assert "raw files" not in message and "real files" not in message
+
+
+def test_a_source_the_problem_does_not_declare_is_one_error_before_any_work(tmp_path,
+                                                                           capsys):
+    assert TranslateEndeWmtT2t.data_sources == ("tfds",)
+    assert TranslateEndeWmt14.data_sources == ("raw", "tfds")
+    assert TranslateEndeMulti30k.data_sources == ("raw",)
+    data_dir = tmp_path / "data"
+    for main, flags in ((datagen_command.main, []),
+                        (trainer_command.main, ["--generate_data", "--hparams_set=transformer_tiny",
+                                                f"--output_dir={tmp_path / 'run'}"])):
+        assert main(["--problem=translate_ende_wmt_t2t", f"--data_dir={data_dir}",
+                     *flags]) == 2
+        errors = [line for line in capsys.readouterr().err.splitlines()
+                  if line.startswith("error:")]
+        assert errors == ["error: problem translate_ende_wmt_t2t is read from TFDS "
+                          "(wmt_t2t_translate/de-en) only, not from raw files; use "
+                          "--data_source=tfds"]
+        assert not data_dir.exists() and not (tmp_path / "run").exists()
+    assert datagen_command.main(["--problem=translate_ende_multi30k", "--data_source=tfds",
+                                 f"--data_dir={data_dir}"]) == 2
+    assert "error: problem translate_ende_multi30k has no TFDS builder" in capsys.readouterr().err

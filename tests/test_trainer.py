@@ -26,7 +26,7 @@ TINY = "num_hidden_layers=1,hidden_size=32,filter_size=64,num_heads=2,batch_size
 def make_config(data_dir, output_dir, **overrides) -> TrainerConfig:
     values = dict(problem=PROBLEM, hparams_set="transformer_tiny", hparams_overrides=TINY,
                   data_dir=str(data_dir), output_dir=str(output_dir), train_steps=6,
-                  local_eval_frequency=0, eval_steps=2, eval_bleu_sentences=0,
+                  local_eval_frequency=0, eval_steps=2, eval_decode_sentences=0,
                   log_step_count_steps=3, save_checkpoints_secs=600,
                   attention_probes=0)  # attention summaries have their own tests
     values.update(overrides)
@@ -134,7 +134,7 @@ def trainer_command(data_dir, output_dir, *extra) -> list:
     return [sys.executable, "-m", "t2t_lite.commands.trainer", f"--problem={PROBLEM}",
             "--hparams_set=transformer_tiny", f"--hparams={TINY}", f"--data_dir={data_dir}",
             f"--output_dir={output_dir}", "--local_eval_frequency=0", "--eval_steps=1",
-            "--eval_bleu_sentences=0", "--log_step_count_steps=1", "--attention_probes=0", *extra]
+            "--eval_decode_sentences=0", "--log_step_count_steps=1", "--attention_probes=0", *extra]
 
 
 def final_weights(run: Path) -> dict:

@@ -309,6 +309,7 @@ def test_worker_timeout_flag_reaches_the_trainer_config(monkeypatch):
     class FakeTrainer:
         def __init__(self, config):
             seen["config"] = config
+            self.strategy = tf.distribute.get_strategy()  # the command prints its devices
 
         def run(self):
             return {}

@@ -140,6 +140,6 @@ def test_evaluator_builds_one_translator_for_every_evaluation(monkeypatch):
 
     monkeypatch.setattr(translator_module.Translator, "__init__", counting_init)
     evaluator = Evaluator(model, problem, vocabulary, run_config.resolved_hparams(),
-                          str(run_dir_helpers.data_dir()), eval_steps=1, bleu_sentences=3)
+                          str(run_dir_helpers.data_dir()), eval_steps=1, decode_sentences=3)
     first, second = evaluator.text_metrics(), evaluator.text_metrics()
     assert len(built) == 1 and first == second and "exact_match" in first

@@ -29,7 +29,7 @@ def test_briefly_trained_parser_needs_no_repair(ptb_sample_dir, tmp_path, capsys
     get_problem(SAMPLE).generate_data(data, ptb_sample_dir, download=False)
     assert trainer.main([f"--problem={SAMPLE}", "--hparams_set=transformer_parsing_tiny",
                          f"--data_dir={data}", f"--output_dir={run}", "--train_steps=100",
-                         "--local_eval_frequency=0", f"--eval_bleu_sentences={SENTENCES}",
+                         "--local_eval_frequency=0", f"--eval_decode_sentences={SENTENCES}",
                          "--attention_probes=0"]) == 0
     # The trainer's evaluation decodes greedily, constrained: nothing to repair.
     assert "parse_repaired_sentences=0" in capsys.readouterr().out

@@ -275,7 +275,7 @@ def test_usr_dir_end_to_end_datagen_train_decode_export_serve(tmp_path):
 
     result = run("trainer", "--t2t_usr_dir=my_t2t", "--problem=translate_my_digits",
                  "--hparams_set=my_tiny", "--data_dir=data", "--output_dir=run",
-                 "--train_steps=20", "--local_eval_frequency=0", "--eval_bleu_sentences=0",
+                 "--train_steps=20", "--local_eval_frequency=0", "--eval_decode_sentences=0",
                  "--attention_probes=0", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "step=20" in result.stdout

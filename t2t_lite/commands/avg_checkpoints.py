@@ -16,17 +16,16 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from t2t_lite.commands.common import add_usr_dir_flag, positive_int, run_reporting_errors
+from t2t_lite.commands.common import command_parser, run_command
 from t2t_lite.errors import UserError
+from t2t_lite.flag_fields import positive_int
 
 DEFAULT_OUTPUT = Path("averaged") / "ckpt-avg"
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="t2t-lite-avg-checkpoints",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--output_dir", required=True,
-                        help="run directory written by t2t-lite-trainer")
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("t2t-lite-avg-checkpoints", __doc__, run_dir=True)
+    parser.add_argument("--output_dir", help="run directory written by t2t-lite-trainer")
     parser.add_argument("--num_last_checkpoints", type=positive_int, default=None,
                         help="average the newest N checkpoints (default: the run's "
                              "hparams.average_checkpoints)")
@@ -35,16 +34,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--output_path", default="",
                         help=f"checkpoint prefix to write (default: "
                              f"OUTPUT_DIR/{DEFAULT_OUTPUT.as_posix()})")
-    add_usr_dir_flag(parser, run_dir=True)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if args.checkpoints and args.num_last_checkpoints:
         parser.error("give --checkpoints or --num_last_checkpoints, not both")
-    return args
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    return run_reporting_errors(lambda: run(args))
+    return run_command(build_parser(), argv, run, required=("output_dir",), check=check_flags)
 
 
 def run(args: argparse.Namespace) -> str:

@@ -1,31 +1,80 @@
-"""Flag helpers shared by the commands: typed argument parsers, registry help,
-``--t2t_usr_dir``, and turning known user errors into one clear line and exit status 2.
+"""What every command shares: one parser pattern (``command_parser`` with
+``--registry_help``, ``--t2t_usr_dir`` and ``--verbosity``; ``run_command`` as ``main``),
+a quiet TensorFlow start with one ``devices:`` line (``startup``), and turning known user
+errors into one clear line and exit status 2.
 
 Nothing here imports TensorFlow: every command answers ``--help`` without it."""
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from typing import Callable, List, Optional, Sequence
+
+from t2t_lite.commands.startup import (VERBOSITY_HELP, VERBOSITY_LEVELS, devices_line,
+                                       start_tensorflow)
+from t2t_lite.flag_fields import non_negative_int, positive_int  # noqa: F401 (flag types)
+from t2t_lite.usr_dir import import_usr_dir
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-    return value
-
-
-def add_registry_help(parser: argparse.ArgumentParser) -> None:
+def command_parser(prog: str, doc: str, *, run_dir: bool = False,
+                   tensorflow: bool = True) -> argparse.ArgumentParser:
+    """Every command's parser: ``doc`` (its module docstring) as description, then the
+    flags all commands share: ``--registry_help``, ``--t2t_usr_dir`` (``run_dir``: see
+    ``add_usr_dir_flag``) and, for a command that runs TensorFlow, ``--verbosity``."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--registry_help", action="store_true",
                         help="list registered models, problems and hparams sets, then exit")
+    add_usr_dir_flag(parser, run_dir)
+    if tensorflow:
+        parser.add_argument("--verbosity", type=int, choices=sorted(VERBOSITY_LEVELS),
+                            default=None, help=VERBOSITY_HELP)
+    return parser
+
+
+def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
+                body: Callable[[argparse.Namespace], object], *,
+                required: Sequence[str] = (),
+                check: Optional[Callable[[argparse.ArgumentParser, argparse.Namespace],
+                                         None]] = None,
+                failure_types: Callable[[], tuple] = tuple,
+                tensorflow: bool = True) -> int:
+    """Every command's ``main``: parses ``argv``; ``--registry_help`` prints the
+    registries and returns; a missing ``required`` flag, or one ``check`` refuses
+    (``parser.error``), is a usage error (exit status 2). With ``tensorflow`` it then
+    imports TensorFlow quietly (``startup.start_tensorflow``) and prints the
+    ``devices:`` line, unless ``body`` prints its own (``prints_devices``). Last it runs
+    ``body(args)`` through ``run_reporting_errors``: an int ``body`` returns is the exit
+    status; an exception of ``failure_types()`` (called once TensorFlow is imported, so
+    they may be TensorFlow's) prints one ``error:`` line and exits with status 1."""
+    args = parser.parse_args(argv)
+    if args.registry_help:
+        return print_registry_help(args.t2t_usr_dir)
+    require(parser, args, *required)
+    if check is not None:
+        check(parser, args)
+
+    def run() -> object:
+        if tensorflow:
+            gpus = start_tensorflow(args.verbosity)
+            if not getattr(body, "prints_devices", False):
+                print(devices_line(gpus[:1]), file=sys.stderr, flush=True)
+        try:
+            return body(args)
+        except failure_types() as error:
+            raise ExplainedFailure(str(error)) from error
+    return run_reporting_errors(run, (ExplainedFailure,))
+
+
+class ExplainedFailure(Exception):
+    """A run that failed for a reason its message explains (``run_command``)."""
+
+
+def prints_devices(body: Callable) -> Callable:
+    """Marks a command body that prints its own ``devices:`` line (the trainer's, from its
+    distribution strategy) for ``run_command``."""
+    body.prints_devices = True
+    return body
 
 
 def print_registry_help(usr_dir: str = "") -> int:
@@ -49,17 +98,9 @@ def add_usr_dir_flag(parser: argparse.ArgumentParser, run_dir: bool = False) -> 
                              "see docs/extending.md" + recorded)
 
 
-def import_usr_dir(usr_dir: str) -> str:
-    """Imports ``--t2t_usr_dir`` when given; returns its absolute path (``""`` if none)."""
-    if not usr_dir:
-        return ""
-    from t2t_lite.usr_dir import import_usr_dir as import_dir
-    return import_dir(usr_dir)
-
-
 def require(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
     """Exits with a usage error naming every required flag that is missing."""
-    missing = [f"--{name}" for name in names if not getattr(args, name)]
+    missing = [f"--{name}" for name in names if getattr(args, name) in (None, "")]
     if missing:
         parser.error("missing required flag(s): " + ", ".join(missing))
 
@@ -78,14 +119,14 @@ def user_error_types() -> tuple:
 
 
 def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) -> int:
-    """Runs ``body``; a user error prints ``error: ...`` to stderr and returns 2; one of
-    ``failure_types`` (a run that failed for a reason it explains, such as a NaN loss)
-    prints the same way and returns 1. A ``--t2t_usr_dir`` whose own code raised on import
+    """Runs ``body`` and returns 0, or the int ``body`` returned; a user error prints
+    ``error: ...`` to stderr and returns 2; one of ``failure_types`` (a run that failed
+    for a reason it explains, such as a NaN loss) prints the same way and returns 1. A ``--t2t_usr_dir`` whose own code raised on import
     prints one line naming it, then the traceback of that code, and returns 1. Output
     piped to a reader that has gone (``| head``) ends quietly with ``SIGPIPE_STATUS``, as
     other Unix tools do."""
     try:
-        body()
+        status = body()
         sys.stdout.flush()  # a reader that has gone shows here, not at interpreter exit
     except BrokenPipeError:
         return closed_stdout_status()
@@ -101,7 +142,7 @@ def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) 
             raise
         print(format_usr_dir_error(error), file=sys.stderr)
         return 1
-    return 0
+    return status if isinstance(status, int) and not isinstance(status, bool) else 0
 
 
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a tool killed by SIGPIPE

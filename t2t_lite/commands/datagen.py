@@ -2,9 +2,11 @@
 
     t2t-lite-datagen --problem=translate_ende_multi30k --tmp_dir=RAW --data_dir=OUT
 
-Missing raw files are downloaded into ``--tmp_dir`` when the network is reachable;
-otherwise the files already there are used, and when some are missing the error lists
-each expected file with its URL. Re-running reuses complete output.
+Missing raw files are downloaded into ``--tmp_dir`` (default ``DATA_DIR/raw``, as for
+``t2t-lite-trainer --generate_data``) when the network is reachable; otherwise the files
+already there are used, and when some are missing the error lists each expected file
+with its URL. Re-running reuses complete output without reading the raw files (offline
+too). A ``--data_source`` the problem does not declare is one error naming the valid one.
 """
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ import argparse
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import (add_usr_dir_flag, import_usr_dir, positive_int,
-                                      run_reporting_errors)
-from t2t_lite.data.tfds_source import DATA_SOURCES
+from t2t_lite.commands.common import command_parser, run_command
+from t2t_lite.data.tfds_source import DATA_SOURCE_HELP, DATA_SOURCES, TFDS_DATA_DIR_HELP
 from t2t_lite.errors import UserError
+from t2t_lite.flag_fields import positive_int
 from t2t_lite.registry import PROBLEMS
 from t2t_lite.user_paths import existing_or_new_dir, writable_dir
+from t2t_lite.usr_dir import import_usr_dir
 
 __all__ = ["generate", "main"]
 
@@ -32,44 +35,35 @@ def __getattr__(name: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="t2t-lite-datagen", description=__doc__.split("\n")[0])
-    parser.add_argument("--problem", required=True, help="registered problem name")
-    parser.add_argument("--data_dir", required=True, help="where vocabulary and shards go")
+    parser = command_parser("t2t-lite-datagen", __doc__)
+    parser.add_argument("--problem", help="registered problem name")
+    parser.add_argument("--data_dir", help="where vocabulary and shards go")
     parser.add_argument("--tmp_dir", default=None,
                         help="raw files (downloaded here, or put here by hand); "
                              "default: <data_dir>/raw")
     parser.add_argument("--no_download", action="store_true",
                         help="never try the network; use only the files in --tmp_dir")
-    add_usr_dir_flag(parser)
-    add_source_flags(parser)
+    parser.add_argument("--data_source", choices=DATA_SOURCES, default="raw",
+                        help=DATA_SOURCE_HELP)
+    parser.add_argument("--tfds_data_dir", default=None, help=TFDS_DATA_DIR_HELP)
     parser.add_argument("--num_workers", type=positive_int, default=None,
                         help="processes encoding text into ids (default: one per CPU core); "
                              "the output does not depend on it")
     return parser
 
 
-def add_source_flags(parser: argparse.ArgumentParser) -> None:
-    """--data_source and --tfds_data_dir (also the trainer's, for --generate_data)."""
-    parser.add_argument("--data_source", choices=DATA_SOURCES, default="raw",
-                        help="raw: the problem's raw files in --tmp_dir; tfds: its "
-                             "TensorFlow Datasets builder (WMT14 problems)")
-    parser.add_argument("--tfds_data_dir", default=None,
-                        help="TFDS data directory with --data_source=tfds "
-                             "(default: TFDS's, ~/tensorflow_datasets)")
-
-
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    return run_reporting_errors(lambda: run(args))
+    return run_command(build_parser(), argv, run, required=("problem", "data_dir"))
 
 
 def run(args: argparse.Namespace) -> None:
     """Generates the data for parsed flags and prints the summary; user errors raise."""
     import_usr_dir(args.t2t_usr_dir)
-    from t2t_lite.data.datagen import DatagenSummary, generate
-    tmp_dir = args.tmp_dir or f"{args.data_dir}/raw"
-    if args.problem not in PROBLEMS:
-        PROBLEMS.get(args.problem)  # raises with the registered names
+    from t2t_lite.data.datagen import (DatagenSummary, check_data_source, default_tmp_dir,
+                                       generate_problem_data)
+    problem = PROBLEMS.get(args.problem)()  # an unknown name lists the registered ones
+    check_data_source(problem, args.data_source)
+    tmp_dir = args.tmp_dir or default_tmp_dir(problem, args.data_dir)
     writable_dir(args.data_dir, "--data_dir")
     # Not created here: a problem that downloads creates it (fetch_raw_files), and one
     # that reads a folder itself (parsing) reports a wrong path as "no such directory".
@@ -77,11 +71,11 @@ def run(args: argparse.Namespace) -> None:
     if args.tfds_data_dir and args.data_source != "tfds":
         raise UserError(f"--tfds_data_dir={args.tfds_data_dir} is only read with "
                         f"--data_source=tfds; add that flag or drop this one")
-    summary: DatagenSummary = generate(args.problem, args.data_dir, tmp_dir,
-                                       download=not args.no_download,
-                                       data_source=args.data_source,
-                                       tfds_data_dir=args.tfds_data_dir,
-                                       workers=args.num_workers)
+    summary: DatagenSummary = generate_problem_data(problem, args.data_dir, tmp_dir,
+                                                    download=not args.no_download,
+                                                    data_source=args.data_source,
+                                                    tfds_data_dir=args.tfds_data_dir,
+                                                    workers=args.num_workers)
     print(summary.format())
 
 

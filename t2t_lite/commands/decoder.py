@@ -39,18 +39,16 @@ import time
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
-from t2t_lite.commands.common import add_usr_dir_flag, run_reporting_errors
+from t2t_lite.commands.common import command_parser, run_command
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, path_error
 
 MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="t2t-lite-decoder",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--output_dir", required=True,
-                        help="run directory written by t2t-lite-trainer")
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("t2t-lite-decoder", __doc__, run_dir=True)
+    parser.add_argument("--output_dir", help="run directory written by t2t-lite-trainer")
     parser.add_argument("--checkpoint_path", default="",
                         help="checkpoint prefix (e.g. RUN/ckpt-7 or one written by "
                              "t2t-lite-avg-checkpoints); default: the run's latest")
@@ -72,13 +70,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="with --attention_dir: how many translated lines to draw")
     parser.add_argument("--jit_compile", action="store_true",
                         help="compile the search with XLA (worth it on GPUs)")
-    add_usr_dir_flag(parser, run_dir=True)
-    return parser.parse_args(argv)
+    return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    return run_reporting_errors(lambda: decode(args))
+    return run_command(build_parser(), argv, decode, required=("output_dir",))
 
 
 def decode(args: argparse.Namespace) -> None:

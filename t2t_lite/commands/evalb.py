@@ -19,27 +19,27 @@ import argparse
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import add_usr_dir_flag, import_usr_dir, run_reporting_errors
+from t2t_lite.commands.common import command_parser, run_command
+from t2t_lite.usr_dir import import_usr_dir
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="t2t-lite-evalb", description=__doc__.split("\n")[0])
-    parser.add_argument("--reference", required=True,
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("t2t-lite-evalb", __doc__, tensorflow=False)
+    parser.add_argument("--reference",
                         help="gold trees: a .mrg file, a file of one tree a line, or a "
                              "folder of .mrg files")
-    parser.add_argument("--parsed", required=True,
+    parser.add_argument("--parsed",
                         help="decoded trees, one a line (t2t-lite-decoder's output)")
     parser.add_argument("--write_gold", default="",
                         help="write EVALB's gold file here (one (TOP ...) tree a line)")
     parser.add_argument("--write_test", default="",
                         help="write EVALB's test file here (gold tags on the parsed words)")
-    add_usr_dir_flag(parser)
-    return parser.parse_args(argv)
+    return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    return run_reporting_errors(lambda: run(args))
+    return run_command(build_parser(), argv, run, required=("reference", "parsed"),
+                       tensorflow=False)
 
 
 def run(args: argparse.Namespace) -> None:

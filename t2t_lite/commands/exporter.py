@@ -16,29 +16,24 @@ import os
 import sys
 from typing import List, Optional
 
-from t2t_lite.commands.common import add_usr_dir_flag, run_reporting_errors
+from t2t_lite.commands.common import command_parser, run_command
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="t2t-lite-exporter",
-                                     description=__doc__.split("\n")[0])
-    parser.add_argument("--output_dir", required=True,
-                        help="run directory written by t2t-lite-trainer")
-    parser.add_argument("--export_dir", required=True,
-                        help="new (or empty) directory for the SavedModel")
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("t2t-lite-exporter", __doc__, run_dir=True)
+    parser.add_argument("--output_dir", help="run directory written by t2t-lite-trainer")
+    parser.add_argument("--export_dir", help="new (or empty) directory for the SavedModel")
     parser.add_argument("--checkpoint_path", default="",
                         help="checkpoint prefix (e.g. one written by "
                              "t2t-lite-avg-checkpoints); default: the run's latest")
     parser.add_argument("--decode_hparams", default="",
                         help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,"
                              "max_input_length=0,return_beams=false'")
-    add_usr_dir_flag(parser, run_dir=True)
-    return parser.parse_args(argv)
+    return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    return run_reporting_errors(lambda: run(args))
+    return run_command(build_parser(), argv, run, required=("output_dir", "export_dir"))
 
 
 def run(args: argparse.Namespace):

@@ -14,13 +14,13 @@ import sys
 from typing import List, Optional
 
 from t2t_lite import registry
-from t2t_lite.commands.common import (add_usr_dir_flag, import_usr_dir, print_registry_help,
-                                      run_reporting_errors)
+from t2t_lite.commands.common import command_parser, run_command
 from t2t_lite.errors import UserError
+from t2t_lite.usr_dir import import_usr_dir
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="t2t-lite-info", description=__doc__.split("\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = command_parser("t2t-lite-info", __doc__)
     parser.add_argument("--hparams_set", default="transformer_base",
                         help="registered hparams set (see --registry_help)")
     parser.add_argument("--hparams", default="",
@@ -28,10 +28,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--vocab_size", type=int, default=37000,
                         help="vocabulary size (the paper's EN-DE shared BPE: 37000)")
     parser.add_argument("--model", default="transformer", help="registered model")
-    parser.add_argument("--registry_help", action="store_true",
-                        help="list the registered models, problems and hparams sets")
-    add_usr_dir_flag(parser)
-    return parser.parse_args(argv)
+    return parser
 
 
 def format_counts(counts) -> str:
@@ -42,10 +39,7 @@ def format_counts(counts) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = parse_args(argv)
-    if args.registry_help:
-        return print_registry_help(args.t2t_usr_dir)
-    return run_reporting_errors(lambda: show(args))
+    return run_command(build_parser(), argv, show)
 
 
 def show(args: argparse.Namespace) -> None:

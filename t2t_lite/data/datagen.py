@@ -10,6 +10,12 @@ left with no usable example is refused (``RawDataError`` naming its raw files), 
 error leaves no ``*.txt.tmp`` file behind. After each non-train split,
 ``problem.write_eval_references`` writes what the problem's metrics need besides that
 text (parsing: ``<problem>-<split>.gold.txt``, the gold trees).
+
+A run that completes writes ``<problem>-datagen.json`` (the splits it skipped, e.g. an
+optional test set whose raw files are absent). A re-run whose vocabulary and splits are
+all complete reuses them before looking at the source: no raw file is read or fetched,
+so it succeeds offline even after the raw files were removed. ``tmp_dir`` defaults to
+``DATA_DIR/raw`` (``raw.default_tmp_dir``), for the datagen command and the trainer alike.
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple, Union
 from tqdm import tqdm
 
 from t2t_lite.data.encoding import default_workers, encode_batches
-from t2t_lite.data.raw import RawDataError, TextPair, fetch_raw_files
+from t2t_lite.data.raw import RawDataError, TextPair, default_tmp_dir, fetch_raw_files  # noqa: F401
 from t2t_lite.data.tfds_source import DATA_SOURCES
 from t2t_lite.data.vocab import reservoir_sample
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
@@ -102,9 +108,9 @@ class DatagenSummary:
         return "\n".join(lines)
 
 
-def generate(problem_name: str, data_dir: Union[str, Path], tmp_dir: Union[str, Path], *,
-             download: bool = True, data_source: str = "raw",
-             tfds_data_dir: Optional[str] = None,
+def generate(problem_name: str, data_dir: Union[str, Path],
+             tmp_dir: Optional[Union[str, Path]] = None, *, download: bool = True,
+             data_source: str = "raw", tfds_data_dir: Optional[str] = None,
              workers: Optional[int] = None) -> DatagenSummary:
     """Generates the data of the registered problem ``problem_name``; see the module doc."""
     from t2t_lite.data.problem import get_problem
@@ -125,6 +131,10 @@ class _RawReader:
     def split_source(self, split: str) -> str:
         return self.problem.split_source(split, self.tmp_dir)
 
+    # What an empty split means here, and its fix (``_empty_split_error``).
+    EMPTY = "its raw files hold no lines, or only empty or non-UTF-8 ones"
+    FIX = "replace them with the real files"
+
 
 class _TfdsReader:
     """Where datagen reads a split's text pairs: the problem's TFDS builder."""
@@ -138,13 +148,29 @@ class _TfdsReader:
     def split_source(self, split: str) -> str:
         return f"{self.source.split_name(split)} ({self.source.describe()})"
 
+    EMPTY = "the TFDS split holds no examples, or only empty or non-UTF-8 ones"
 
-def _tfds_source(problem: "Problem", tfds_data_dir: Optional[str]):
-    if problem.tfds is None:
+    @property
+    def FIX(self) -> str:
+        return (f"rebuild the dataset (tfds build {self.source.name}) or point "
+                f"--tfds_data_dir at a complete copy")
+
+
+def check_data_source(problem: "Problem", data_source: str) -> None:
+    """Refuses a ``--data_source`` that ``problem.data_sources`` does not declare, with one
+    ``UserError`` naming the valid ones (checked before any work)."""
+    if data_source not in DATA_SOURCES:
+        raise UserError(f"--data_source={data_source} is not one of {', '.join(DATA_SOURCES)}")
+    if data_source in problem.data_sources:
+        return
+    valid = " or ".join(f"--data_source={source}" for source in problem.data_sources)
+    if data_source == "tfds":
         raise UserError(f"problem {problem.name} has no TFDS builder; --data_source=tfds "
                         f"works for problems that name one (see docs/data.md), use "
-                        f"--data_source=raw for this one")
-    return problem.tfds.with_data_dir(tfds_data_dir)
+                        f"{valid} for this one")
+    where = f" ({problem.tfds.name})" if problem.tfds is not None else ""
+    raise UserError(f"problem {problem.name} is read from TFDS{where} only, not from raw "
+                    f"files; use {valid}")
 
 
 def clean_pairs(pairs: Iterator[TextPair], dropped: Dict[str, DropCount]
@@ -175,18 +201,27 @@ def _count(dropped: Dict[str, DropCount], reason: str, where: str) -> None:
 
 
 def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
-                          tmp_dir: Union[str, Path], *, download: bool = True,
+                          tmp_dir: Optional[Union[str, Path]] = None, *, download: bool = True,
                           data_source: str = "raw", tfds_data_dir: Optional[str] = None,
                           workers: Optional[int] = None) -> DatagenSummary:
-    """Fetches/locates raw files (``data_source="raw"``) or the problem's TFDS dataset
-    (``"tfds"``, in ``tfds_data_dir``), builds or reuses the vocabulary, writes every
-    split, encoding on ``workers`` processes (default: one per usable CPU core)."""
-    data_dir, tmp_dir = Path(data_dir), Path(tmp_dir)
-    if data_source not in DATA_SOURCES:
-        raise UserError(f"--data_source={data_source} is not one of {', '.join(DATA_SOURCES)}")
+    """Fetches/locates raw files in ``tmp_dir`` (``data_source="raw"``; default
+    ``default_tmp_dir``: ``DATA_DIR/raw``) or the problem's TFDS dataset (``"tfds"``, in
+    ``tfds_data_dir``), builds or reuses the vocabulary, writes every split, encoding on
+    ``workers`` processes (default: one per usable CPU core). When the vocabulary and
+    every split are complete already, they are reused without looking at the source
+    (no raw file, no network)."""
+    data_dir = Path(data_dir)
+    tmp_dir = Path(tmp_dir) if tmp_dir is not None else default_tmp_dir(problem, data_dir)
+    check_data_source(problem, data_source)
+    reused = _reuse_complete(problem, data_dir, tmp_dir if data_source == "raw" else None)
+    if reused is not None:
+        for split, summary in reused.splits.items():
+            if split != "train":
+                problem.write_eval_references(data_dir, tmp_dir, split, True)
+        return reused
     workers = default_workers() if workers is None else workers
     if data_source == "tfds":
-        source = _tfds_source(problem, tfds_data_dir)
+        source = problem.tfds.with_data_dir(tfds_data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         source.prepare(download)
         reader = _TfdsReader(source)
@@ -218,8 +253,49 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
             summaries[split] = _write_split(problem, vocab, data_dir, reader, split, workers)
         if split != "train":
             problem.write_eval_references(data_dir, tmp_dir, split, summaries[split].reused)
+    _write_manifest(problem, data_dir, skipped)
     return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
                           vocab_reused, summaries, skipped)
+
+
+def manifest_path(data_dir: Union[str, Path], problem_name: str) -> Path:
+    """``<problem>-datagen.json``: the splits a complete datagen run skipped, and why."""
+    return Path(data_dir) / f"{problem_name}-datagen.json"
+
+
+def _write_manifest(problem: "Problem", data_dir: Path, skipped: Dict[str, str]) -> None:
+    path = manifest_path(data_dir, problem.name)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"skipped_splits": skipped}, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _reuse_complete(problem: "Problem", data_dir: Path,
+                    tmp_dir: Optional[Path]) -> Optional[DatagenSummary]:
+    """The summary of a complete earlier run in ``data_dir``, or None when anything must
+    be (re)generated. Complete: the vocabulary and every split are there, less the splits
+    the earlier run skipped (``manifest_path``) whose raw files are still absent from
+    ``tmp_dir`` (``None``: a TFDS source, whose splits do not change)."""
+    vocab_path = problem.vocab_path(data_dir)
+    if not vocab_path.exists():
+        return None
+    manifest = manifest_path(data_dir, problem.name)
+    skipped = (json.loads(manifest.read_text(encoding="utf-8"))["skipped_splits"]
+               if manifest.exists() else {})
+    if tmp_dir is not None and skipped:
+        present = {raw.name: tmp_dir / raw.name for raw in problem.raw_files()
+                   if (tmp_dir / raw.name).exists()}
+        if set(problem.available_splits(present)) & set(skipped):
+            return None  # a skipped split's raw files have arrived since
+    summaries = {split: _load_complete(problem, data_dir, split) for split in problem.splits
+                 if split not in skipped}
+    if any(summary is None for summary in summaries.values()):
+        return None
+    for summary in summaries.values():
+        summary.reused = True
+    vocab = problem.load_vocab(data_dir)
+    return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
+                          True, summaries, skipped)
 
 
 def _vocab_texts(reader) -> Iterator[str]:
@@ -273,10 +349,9 @@ def _empty_split_error(problem: "Problem", split: str, reader,
     why = ("every pair was dropped: " + ", ".join(f"{reason}: {drop.count:,} (first: "
                                                  f"{drop.first})"
                                                  for reason, drop in dropped.items())
-           if dropped else "its raw files hold no lines, or only empty or non-UTF-8 ones")
+           if dropped else reader.EMPTY)
     return RawDataError(f"split {split!r} of {problem.name} has no usable examples ({why}): "
-                        f"{reader.split_source(split)}; replace them with the "
-                        f"real files")
+                        f"{reader.split_source(split)}; {reader.FIX}")
 
 
 def stats_path(data_dir: Union[str, Path], problem_name: str, split: str) -> Path:

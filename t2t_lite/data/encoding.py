@@ -37,12 +37,14 @@ def _init_worker(vocab_path: str) -> None:
     # An exception here would make the pool start replacement workers forever; it is
     # kept and raised by the first task instead, so datagen fails with it.
     try:
+        from t2t_lite.quiet_tf import filtered_stderr, quiet_requested
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-        from t2t_lite.data.vocab import load_vocabulary
-        _worker_state["vocab"] = load_vocabulary(vocab_path)
+        with filtered_stderr(quiet_requested()):  # quiet when the command started quietly
+            import tensorflow as tf
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+            from t2t_lite.data.vocab import load_vocabulary
+            _worker_state["vocab"] = load_vocabulary(vocab_path)
     except Exception as error:  # pragma: no cover - re-raised in _encode_in_worker
         _worker_state["error"] = error
 

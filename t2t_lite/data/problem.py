@@ -61,6 +61,9 @@ class Problem:
     eval_metrics: ClassVar[Tuple[str, ...]] = ()
     decode_defaults: ClassVar[Mapping[str, float]] = {}
     tfds: ClassVar[Optional[TfdsSource]] = None  # builder for datagen's --data_source=tfds
+    # The --data_source values datagen may read this problem from ("raw": raw_files and
+    # text_pairs; "tfds": the ``tfds`` builder); another is refused before any work.
+    data_sources: ClassVar[Tuple[str, ...]] = ("raw",)
 
     def __init__(self, vocab_spec: Optional[VocabSpec] = None):
         """``vocab_spec`` replaces the class's (e.g. a small vocabulary for a miniature corpus)."""
@@ -133,9 +136,11 @@ class Problem:
         return load_vocabulary(self.vocab_path(data_dir))
 
     # Generated data ------------------------------------------------------------------
-    def generate_data(self, data_dir: Union[str, Path], tmp_dir: Union[str, Path], *,
+    def generate_data(self, data_dir: Union[str, Path],
+                      tmp_dir: Optional[Union[str, Path]] = None, *,
                       download: bool = True) -> "datagen.DatagenSummary":
-        """Builds the vocabulary and the TFRecord shards of every split; see ``datagen``."""
+        """Builds the vocabulary and the TFRecord shards of every split, from raw files in
+        ``tmp_dir`` (default ``DATA_DIR/raw``); see ``datagen``."""
         from t2t_lite.data import datagen
         return datagen.generate_problem_data(self, data_dir, tmp_dir, download=download)
 

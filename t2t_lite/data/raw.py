@@ -90,6 +90,24 @@ def _download(url: str, path: Path, timeout: float,
     return None
 
 
+RAW_SUBDIR = "raw"  # the default --tmp_dir is DATA_DIR/raw (datagen and trainer alike)
+
+
+def default_tmp_dir(problem, data_dir: Union[str, Path]) -> Path:
+    """Where ``problem``'s raw files are looked for when no ``--tmp_dir`` is given:
+    ``DATA_DIR/raw``, for ``t2t-lite-datagen`` and ``t2t-lite-trainer --generate_data``
+    alike. A ``DATA_DIR`` that holds the problem's raw files itself while ``DATA_DIR/raw``
+    holds none (where the trainer put them when its default was ``DATA_DIR``) is used
+    in place, so files fetched earlier are found again, not downloaded twice."""
+    data_dir = Path(data_dir)
+    raw_dir = data_dir / RAW_SUBDIR
+    names = [raw.name for raw in problem.raw_files()]
+    if (not any((raw_dir / name).exists() for name in names)
+            and any((data_dir / name).exists() for name in names)):
+        return data_dir
+    return raw_dir
+
+
 def fetch_raw_files(files: Sequence[RawFile], tmp_dir: Union[str, Path], *,
                     download: bool = True,
                     timeout: float = DOWNLOAD_TIMEOUT_S) -> Dict[str, Path]:

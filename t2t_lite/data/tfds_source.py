@@ -16,6 +16,10 @@ from typing import Iterator, Mapping, Optional
 from t2t_lite.data.raw import RawDataError, TextPair
 
 DATA_SOURCES = ("raw", "tfds")   # datagen's --data_source: raw files, or TFDS builders
+DATA_SOURCE_HELP = ("raw: the problem's raw files in --tmp_dir; tfds: its TensorFlow "
+                    "Datasets builder (WMT14 problems)")
+TFDS_DATA_DIR_HELP = ("TFDS data directory with --data_source=tfds (default: TFDS's, "
+                      "~/tensorflow_datasets)")
 
 # t2t-lite split -> TFDS split
 DEFAULT_SPLITS = {"train": "train", "dev": "validation", "test": "test"}

@@ -24,6 +24,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from t2t_lite.errors import UserError
+from t2t_lite.quiet_tf import filtered_stderr, quiet_requested
 from t2t_lite.user_paths import write_atomically
 
 PAD_ID = 0
@@ -142,7 +143,9 @@ class SentencePieceVocab(Vocabulary):
                              f"eos={processor.eos_id()}; t2t-lite needs pad=0, eos=1 "
                              f"(train it with train_sentencepiece)")
         self._size = processor.get_piece_size()
-        self.tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
+        # Its own SentencePiece copy logs "precompiled_charsmap is empty" (LOG(INFO)).
+        with filtered_stderr(quiet_requested()):
+            self.tokenizer = tf_text.SentencepieceTokenizer(model=model, out_type=tf.int32)
 
     @property
     def vocab_size(self) -> int:

@@ -23,13 +23,13 @@ class Evaluator:
 
     Args:
       eval_steps: dev batches for the loss metrics; 0 = the whole dev set.
-      bleu_sentences: the first N dev sentences are decoded and scored with the problem's
+      decode_sentences: the first N dev sentences are decoded and scored with the problem's
         text metrics (sacreBLEU for translation); 0 turns decoding off.
       beam_size: 1 = greedy decoding (the default during training).
     """
 
     def __init__(self, model: keras.Model, problem, vocabulary, hparams: HParams,
-                 data_dir: str, eval_steps: int = 0, bleu_sentences: int = 100,
+                 data_dir: str, eval_steps: int = 0, decode_sentences: int = 100,
                  beam_size: int = 1):
         self.model = model
         self.problem = problem
@@ -37,7 +37,7 @@ class Evaluator:
         self.hparams = hparams
         self.data_dir = data_dir
         self.eval_steps = eval_steps
-        self.bleu_sentences = bleu_sentences
+        self.decode_sentences = decode_sentences
         self.beam_size = beam_size
         self._stats_fn = tf.function(self._batch_statistics)
         self._texts = None
@@ -66,14 +66,14 @@ class Evaluator:
                 "log_ppl": log_ppl, "perplexity": math.exp(min(log_ppl, 50.0))}
 
     def text_metrics(self) -> Dict[str, float]:
-        if not self.bleu_sentences or not self.problem.eval_metrics:
+        if not self.decode_sentences or not self.problem.eval_metrics:
             return {}
         from t2t_lite.decoding.translator import Translator  # decoding depends on training
         if self._texts is None:
             sources = eval_text(self.problem, self.data_dir, "dev")[0]
             references = self.problem.eval_references(self.data_dir, "dev")
-            self._texts = (list(sources[: self.bleu_sentences]),
-                           list(references[: self.bleu_sentences]))
+            self._texts = (list(sources[: self.decode_sentences]),
+                           list(references[: self.decode_sentences]))
         sources, references = self._texts
         if self._translator is None:  # one per run: its traced decode functions are reused
             self._translator = Translator(

@@ -9,7 +9,6 @@ the next step boundary and stops (``preemption.py``).
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import shutil
@@ -26,6 +25,7 @@ from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
 from t2t_lite.run_config import RunConfig
 from t2t_lite.training import checkpointing, distribution, preemption, resume
+from t2t_lite.training.config import TrainerConfig  # noqa: F401 (the trainer's config)
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer
 from t2t_lite.training.progress import ProgressLog
@@ -35,38 +35,6 @@ from t2t_lite.training.train_step import TrainStep
 
 class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite."""
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainerConfig:
-    """Everything ``t2t-lite-trainer`` was asked to do (its flags, typed)."""
-
-    problem: str
-    output_dir: str
-    data_dir: str
-    hparams_set: str
-    model: str = "transformer"
-    hparams_overrides: str = ""
-    tmp_dir: str = ""
-    generate_data: bool = False
-    train_steps: Optional[int] = None        # None: the hparams set's train_steps
-    eval_steps: int = 0                      # dev batches per evaluation; 0 = the whole dev set
-    local_eval_frequency: int = 1000         # steps between evaluations; 0 = only at the end
-    eval_bleu_sentences: int = 100           # dev sentences decoded for the text metrics; 0 = none
-    eval_beam_size: int = 1                  # greedy by default
-    save_checkpoints_secs: int = 600         # the paper's 10 minutes
-    keep_checkpoint_max: int = 20
-    log_step_count_steps: int = 100
-    random_seed: int = 1
-    worker_gpu: Optional[int] = None
-    cpu_devices: int = 1
-    jit_compile: bool = False
-    mixed_precision: bool = False
-    gradient_accumulation_steps: int = 1
-    attention_summary_steps: int = 0         # attention summaries every N steps; 0 = with each evaluation
-    attention_probes: int = 3                # dev sentences in them; 0 = no attention summaries
-    worker_timeout_secs: int = 0             # multi-worker: give up on a silent worker; 0 = TF defaults
-    usr_dir: str = ""                        # --t2t_usr_dir, imported; recorded in run_config.json
 
 
 class Trainer:
@@ -89,8 +57,7 @@ class Trainer:
     def _prepare_run_dir(self) -> RunConfig:
         config = self.config
         if config.generate_data and not _has_training_data(self.problem, config.data_dir):
-            summary = datagen.generate(config.problem, config.data_dir,
-                                       config.tmp_dir or config.data_dir)
+            summary = datagen.generate(config.problem, config.data_dir, config.tmp_dir or None)
             print(summary.format(), flush=True)
         vocabulary = self.problem.load_vocab(config.data_dir)
         run_config = RunConfig(
@@ -230,7 +197,7 @@ class Trainer:
                                config.gradient_accumulation_steps, config.jit_compile)
         evaluator = Evaluator(model, self.problem, self.vocabulary, self.hparams,
                               config.data_dir, eval_steps=config.eval_steps,
-                              bleu_sentences=config.eval_bleu_sentences,
+                              decode_sentences=config.eval_decode_sentences,
                               beam_size=config.eval_beam_size)
         summary_root = config.output_dir if self.chief else write_dir
         train_writer = tf.summary.create_file_writer(os.path.join(summary_root, "train"))
