@@ -25,7 +25,6 @@ from t2t_lite.data.problem import TranslationProblem, VocabSpec
 from t2t_lite.data.raw import (RawFile, TextPair, extract_members, read_parallel_lines,
                                read_parallel_sgm)
 from t2t_lite.data.tfds_source import TfdsSource
-from t2t_lite.errors import UserError
 from t2t_lite.registry import register_problem
 
 # Sizes and SHA-256s: tensorflow_datasets 4.9.10, url_checksums/wmt14_translate.txt,

@@ -264,10 +264,8 @@ def manifest_path(data_dir: Union[str, Path], problem_name: str) -> Path:
 
 
 def _write_manifest(problem: "Problem", data_dir: Path, skipped: Dict[str, str]) -> None:
-    path = manifest_path(data_dir, problem.name)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"skipped_splits": skipped}, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomically(manifest_path(data_dir, problem.name),
+                     json.dumps({"skipped_splits": skipped}, indent=2))
 
 
 def _reuse_complete(problem: "Problem", data_dir: Path,
