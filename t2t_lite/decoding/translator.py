@@ -1,6 +1,6 @@
 """Translating text with a trained model: tokenise, batch by length, beam search, detokenise.
 
-    translator = Translator(model, vocabulary, beam_size=4, alpha=0.6, extra_length=50)
+    translator = Translator.from_decode_hparams(model, vocabulary, decode_hparams)
     translator.translate(["a sentence", "another"])        # -> best translation each
     translator.translate_nbest(["a sentence"])             # -> [[(text, score), ...]]
 
@@ -21,6 +21,7 @@ to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -29,8 +30,10 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
-from t2t_lite.decoding.beam_search import SearchConstraint, beam_search
+from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
+from t2t_lite.decoding.search_common import SearchConstraint
 from t2t_lite.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -112,6 +115,19 @@ class Translator:
         self.translate_ids = tf.function(
             self._translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32)])
 
+    @classmethod
+    def from_decode_hparams(cls, model, vocabulary: Vocabulary,
+                            decode_hparams: DecodeHParams, jit_compile: bool = False,
+                            constraint: Optional[SearchConstraint] = None) -> "Translator":
+        """The ``Translator`` that decodes as ``decode_hparams`` say (beam size, alpha,
+        extra length, batch size, N-best, input limit): the one way the decoder, the
+        exporter, the trainer's evaluation and the attention summaries build theirs."""
+        return cls(model, vocabulary, beam_size=decode_hparams.beam_size,
+                   alpha=decode_hparams.alpha, extra_length=decode_hparams.extra_length,
+                   max_input_length=decode_hparams.max_input_length,
+                   return_beams=decode_hparams.return_beams, jit_compile=jit_compile,
+                   batch_size=decode_hparams.batch_size, constraint=constraint)
+
     # Shapes ---------------------------------------------------------------------------
     def output_length(self, input_length: int) -> int:
         """``T``, the id buffer length for inputs padded to ``input_length``."""
@@ -142,29 +158,28 @@ class Translator:
         memory, memory_mask = self.model.encode(inputs, training=False)
         # XLA needs the preallocated fixed-shape cache; without it a growing cache costs
         # O(step) per step instead of O(max_length) (writes, attention, beam reorders).
+        growing = not self.jit_compile
         cache = self.model.initial_decode_cache(memory, memory_mask,
-                                                max_length if self.jit_compile else 0)
-        start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
-        constrained = {}
-        if self.constraint is not None:
-            constrained = dict(constraint=self.constraint,
-                               constraint_state=self.constraint.initial_state(inputs,
-                                                                              decode_length))
-        if self.beam_size == 1:
-            ids, scores = greedy_search(self.model.decode_step, start, decode_length,
-                                        self.vocab_size, states=cache, eos_id=EOS_ID,
-                                        alpha=self.alpha, max_length=max_length,
-                                        **constrained)
-            return ids[:, None, :], scores[:, None]
-        step_fn = self.model.decode_step
+                                                0 if growing else max_length)
+        step_fn = functools.partial(self.model.decode_step, growing=growing)
         if hasattr(self.model, "split_memory_cache"):
-            # Encoder-decoder keys/values once per sentence, not tiled to the beams.
+            # Encoder-decoder keys/values once per sentence, not tiled to the beams nor
+            # carried through the loop.
             cache, constants = self.model.split_memory_cache(cache)
-            step_fn = self.model.beam_decode_step(constants, self.beam_size)
-        return beam_search(step_fn, start, self.beam_size, decode_length,
-                           self.vocab_size, self.alpha, states=cache, eos_id=EOS_ID,
-                           stop_early=not self.return_beams, max_length=max_length,
-                           **constrained)
+            step_fn = self.model.beam_decode_step(constants, self.beam_size, growing=growing)
+        start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
+        options = dict(states=cache, eos_id=EOS_ID, max_length=max_length,
+                       growing_states=growing)
+        if self.constraint is not None:
+            options.update(constraint=self.constraint,
+                           constraint_state=self.constraint.initial_state(inputs,
+                                                                          decode_length))
+        if self.beam_size == 1:
+            ids, scores = greedy_search(step_fn, start, decode_length, self.vocab_size,
+                                        alpha=self.alpha, **options)
+            return ids[:, None, :], scores[:, None]
+        return beam_search(step_fn, start, self.beam_size, decode_length, self.vocab_size,
+                           self.alpha, stop_early=not self.return_beams, **options)
 
     def _bucket_fn(self, length: int) -> Callable:
         """The search traced for inputs [None, length] (traced on first use)."""
