@@ -20,8 +20,11 @@ def test_import_does_not_load_tensorflow(module):
 def test_searches_load_on_first_use():
     code = ("import sys, t2t_lite.decoding as d\n"
             "assert 'tensorflow' not in sys.modules\n"
+            "from t2t_lite.decoding.beam_search import NEG_INF\n"   # the submodule first
+            "import t2t_lite.decoding.translator\n"
             "from t2t_lite.decoding import beam_search, greedy_search, length_penalty\n"
             "assert 'tensorflow' in sys.modules\n"
+            "assert sys.modules['t2t_lite.decoding.beam_search'].NEG_INF == NEG_INF\n"
             "assert beam_search.__name__ == d.beam_search.__name__ == 'beam_search'\n"
             "assert callable(greedy_search)\n"
             "print(float(d.length_penalty(1, 1.0)))")

@@ -7,6 +7,8 @@ first use, so the commands' ``--help`` and the decoder's line handling stay ligh
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 from t2t_lite.decoding.config import DecodeHParams, DecodeHParamsError, parse_decode_hparams
@@ -23,8 +25,19 @@ __all__ = ["DecodeHParams", "DecodeHParamsError", "beam_search", "greedy_search"
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
-        # Importing the submodule ``beam_search`` bound the package's ``beam_search`` to
-        # the module; bind the function instead, as an eager import would.
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """Keeps ``t2t_lite.decoding.beam_search`` the function: importing the submodule of
+    the same name would otherwise bind the package attribute to the module."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return  # the module stays in sys.modules; the name resolves to the function
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
