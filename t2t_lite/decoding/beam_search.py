@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from t2t_lite.decoding.search_common import (  # noqa: F401  (re-exported)
     NEG_INF, SearchConstraint, SymbolsToLogitsFn, check_eos, constrain, decode_lengths,
-    length_penalty, loop_shape_invariants, step_log_probs, tile_beams)
+    length_penalty, loop_shape_invariants, tile_beams, top_k_last_axis)
 
 
 class Beams(NamedTuple):
@@ -137,7 +137,7 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
 
     def step(i, beams: Beams, states, constraint_state):
         logits, states = symbols_to_logits_fn(tf.reshape(beams.alive_last, [-1]), i, states)
-        log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
+        log_probs = _raw_log_probs(logits, i, row_decode_length, eos_id, constraint,
                                    constraint_state)                      # [b*k, V]
         candidates = _top_candidates(tf.reshape(log_probs, [batch, k, vocab_size]),
                                      beams, i, alpha)
@@ -176,13 +176,81 @@ def _initial_beams(initial_ids, k: int, max_length) -> Beams:
         done=tf.zeros([batch], tf.bool))
 
 
+def _raw_log_probs(logits, step, decode_length, eos_id: int,
+                   constraint: Optional[SearchConstraint], constraint_state) -> tf.Tensor:
+    """float32 [n, V]: ``step_log_probs`` before its floor at ``NEG_INF``, which
+    ``_top_candidates`` applies to the few values it keeps.
+
+    logits [n, V]; decode_length int32 [n]. At a row's last position every token but EOS
+    gets ``NEG_INF``; that pass over [n, V] runs only at steps where some row is there.
+    """
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    if constraint is not None:
+        log_probs = constrain(log_probs, constraint, constraint_state, decode_length - step)
+    last_position = step + 1 >= decode_length                            # [n]
+
+    def force_eos():
+        not_eos = tf.not_equal(tf.range(tf.shape(log_probs)[-1]), eos_id)   # [V]
+        return tf.where(last_position[:, None] & not_eos, NEG_INF, log_probs)
+
+    return tf.cond(tf.reduce_any(last_position), force_eos, lambda: log_probs)
+
+
 def _top_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
     """The ``2k`` best extensions (at most ``k * V``) of the alive hypotheses at ``step``.
 
-    log_probs: float32 [b, k, V], the step's token log-probabilities per alive hypothesis.
-    Candidates are ranked by ``(alive log P + token log P) / length_penalty(step + 1)``;
-    ``tf.math.top_k`` breaks ties by the lower index (beam-major, then token).
+    log_probs: float32 [b, k, V], the step's token log-probabilities per alive hypothesis
+    (``_raw_log_probs``: not yet floored at ``NEG_INF``).
+
+    The reference ranks all ``k * V`` extensions by ``(alive log P + max(token log P,
+    NEG_INF)) / length_penalty(step + 1)``, ties to the lower index (beam-major, then
+    token), as ``tf.math.top_k`` over [b, k * V] does (``_all_candidates``). Here each
+    hypothesis first keeps its ``2k + 1`` best tokens (one ``top_k`` over [b*k, V]; the
+    score is non-decreasing in the token's log-probability), and the ``2k`` best of the
+    ``k * 2k`` kept extensions are taken in index order. That is the reference's answer
+    whenever every hypothesis's ``2k + 1``-th extension scores strictly below the ``2k``
+    chosen, i.e. nothing left out could have ranked or tied among them; at a step where
+    some sentence fails that test (ties, e.g. at a last position where only EOS scores
+    above ``NEG_INF``), the whole step falls back to ``_all_candidates``. Either way the
+    result equals the reference bit for bit.
     """
+    if 2 * log_probs.shape[1] + 1 >= log_probs.shape[2]:      # nothing to leave out
+        return _all_candidates(tf.maximum(log_probs, NEG_INF), beams, step, alpha)
+    candidates, exact = _kept_candidates(log_probs, beams, step, alpha)
+    return tf.cond(exact, lambda: candidates,
+                   lambda: _all_candidates(tf.maximum(log_probs, NEG_INF), beams, step,
+                                           alpha))
+
+
+def _kept_candidates(log_probs, beams: Beams, step, alpha: float
+                     ) -> Tuple[Candidates, tf.Tensor]:
+    """``_top_candidates`` from each hypothesis's ``2k + 1`` best tokens, and whether that
+    is provably the reference's answer (bool scalar: no sentence has a left-out extension
+    scoring at or above its ``2k``-th chosen one). log_probs [b, k, V], 2k + 1 < V."""
+    batch, k = tf.shape(log_probs)[0], log_probs.shape[1]
+    kept = 2 * k
+    penalty = length_penalty(step + 1, alpha)
+    values, tokens = top_k_last_axis(log_probs, kept + 1)               # [b, k, 2k+1]
+    sums = beams.alive_log_probs[:, :, None] + tf.maximum(values, NEG_INF)
+    scores = sums / penalty
+    # The 2k kept per hypothesis, in token order, so that [b, k * 2k] is in index order.
+    order = tf.argsort(tokens[:, :, :kept], axis=-1, stable=True)
+    flat = lambda x: tf.reshape(tf.gather(x[:, :, :kept], order, batch_dims=2),  # noqa: E731
+                                [batch, k * kept])
+    kept_tokens, kept_sums, kept_scores = flat(tokens), flat(sums), flat(scores)
+    top_scores, index = tf.math.top_k(kept_scores, kept)                # [b, 2k]
+    exact = tf.reduce_all(scores[:, :, kept] < top_scores[:, -1:])
+    token = tf.gather(kept_tokens, index, batch_dims=1)
+    beam = index // kept
+    return Candidates(scores=top_scores, log_probs=tf.gather(kept_sums, index, batch_dims=1),
+                      beam=beam, token=token,
+                      seq=_extend(beams.alive_seq, beam, token, step)), exact
+
+
+def _all_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
+    """``_top_candidates`` over the whole [b, k * V] score matrix (the reference's way).
+
+    log_probs: float32 [b, k, V], floored at ``NEG_INF``."""
     batch, k, vocab_size = tf.shape(log_probs)[0], log_probs.shape[1], log_probs.shape[2]
     num_candidates = min(2 * k, k * vocab_size)
     candidate_log_probs = tf.reshape(beams.alive_log_probs[:, :, None] + log_probs,
@@ -191,12 +259,17 @@ def _top_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
                                   num_candidates)
     token = index % vocab_size
     beam = index // vocab_size
-    seq = tf.gather(beams.alive_seq, beam, batch_dims=1)              # [b, 2k, T]
-    positions = tf.range(tf.shape(seq)[2], dtype=tf.int32)
-    seq = tf.where(positions == step, token[:, :, None], seq)
     return Candidates(scores=scores,
                       log_probs=tf.gather(candidate_log_probs, index, batch_dims=1),
-                      beam=beam, token=token, seq=seq)
+                      beam=beam, token=token, seq=_extend(beams.alive_seq, beam, token, step))
+
+
+def _extend(alive_seq, beam, token, step) -> tf.Tensor:
+    """int32 [b, c, T]: the alive hypotheses ``beam`` [b, c] (of alive_seq [b, k, T]) with
+    ``token`` [b, c] written at position ``step``."""
+    seq = tf.gather(alive_seq, beam, batch_dims=1)
+    positions = tf.range(tf.shape(seq)[2], dtype=tf.int32)
+    return tf.where(positions == step, token[:, :, None], seq)
 
 
 def _select(candidates: Candidates, beams: Beams, k: int, eos_id: int

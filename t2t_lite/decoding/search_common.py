@@ -119,3 +119,38 @@ def check_eos(eos_id: int, vocab_size: int) -> None:
     """``eos_id`` must be a token of the vocabulary [0, V)."""
     if not 0 <= eos_id < vocab_size:
         raise ValueError(f"eos_id {eos_id} is outside the vocabulary [0, {vocab_size})")
+
+
+def chunk_size(vocab_size: int, k: int) -> int:
+    """The chunk length ``top_k_last_axis`` uses for rows of ``vocab_size``: the divisor of
+    ``vocab_size`` (at least 8, with more than ``k`` chunks) nearest ``sqrt(vocab_size /
+    k)``, which balances the two ``top_k`` passes (over ``V / c`` chunk maxima and over
+    ``k * c`` values), or 0 when there is none (a plain ``tf.math.top_k`` is used then)."""
+    target = (vocab_size / k) ** 0.5
+    divisors = [c for c in range(8, vocab_size // (k + 1) + 1) if vocab_size % c == 0]
+    return min(divisors, key=lambda c: abs(c - target), default=0)
+
+
+def top_k_last_axis(x, k: int) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Exactly ``tf.math.top_k(x, k)`` (values and int32 indices [..., k], best first, ties
+    to the lower index) for x float32 [..., V] with a static V, in about one pass over x.
+
+    TensorFlow's CPU ``top_k`` costs ~25x a ``reduce_max`` over the same [128, 37,000]
+    logits. Here the last axis is cut into chunks of ``c`` (``chunk_size``); the ``k`` chunks
+    with the largest maxima (ties: lower chunk) hold the ``k`` best values, since any other
+    chunk has ``k`` chunks whose maxima rank ahead of all its values. Those chunks, in index
+    order, go to a ``top_k`` over ``k * c`` values, which breaks ties as one over ``V``.
+    """
+    vocab_size = x.shape[-1]
+    c = chunk_size(vocab_size, k)
+    if not c:
+        return tf.math.top_k(x, k)
+    chunks = tf.reshape(x, tf.concat([tf.shape(x)[:-1], [vocab_size // c, c]], 0))
+    _, best_chunks = tf.math.top_k(tf.reduce_max(chunks, axis=-1), k)      # [..., k]
+    best_chunks = tf.sort(best_chunks, axis=-1)
+    batch_dims = len(x.shape) - 1
+    gathered = tf.gather(chunks, best_chunks, batch_dims=batch_dims)       # [..., k, c]
+    values, within = tf.math.top_k(
+        tf.reshape(gathered, tf.concat([tf.shape(x)[:-1], [k * c]], 0)), k)
+    index = tf.gather(best_chunks, within // c, batch_dims=batch_dims) * c + within % c
+    return values, index
