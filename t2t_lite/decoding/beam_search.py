@@ -94,7 +94,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                 max_length: Optional[int] = None,
                 constraint: Optional[SearchConstraint] = None,
                 constraint_state: Any = None,
-                growing_states: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
+                growing_states: bool = False,
+                sentence_states: Any = None,
+                shrink: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
     """Beam search over ``b`` sentences; returns every sentence's ``k`` hypotheses, best first.
 
     Args:
@@ -119,6 +121,14 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       growing_states: False: every state keeps its shape across steps (preallocated
         caches, as XLA needs); True: every state of rank >= 2 grows along axis 1 (the
         Transformer's growing self-attention cache, ``initial_decode_cache(..., 0)``).
+      sentence_states: None, or tensors with leading dim b that belong to a sentence, not
+        a hypothesis (e.g. the encoder-decoder keys/values): neither tiled nor reordered,
+        passed as a fourth argument, ``symbols_to_logits_fn(ids, step, states,
+        sentence_states)``, and returned unchanged by it.
+      shrink: take done sentences out of the computation (once an eighth of the batch is
+        done, their results are set aside and every state, sentence state and beam tensor
+        keeps only the others), so the step's matmuls cover only sentences still being
+        decoded. Changes no result; the batch dimension becomes dynamic, so not for XLA.
 
     Returns:
       ids: int32 [b, k, T], without the initial id, EOS-terminated, 0 after EOS.
@@ -132,34 +142,94 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     batch = tf.shape(initial_ids)[0]
     decode_length, max_length = decode_lengths(decode_length, batch, max_length)
     k = beam_size
-    row_decode_length = tf.repeat(decode_length, k)                     # [b*k]
-    max_penalty = length_penalty(decode_length, alpha)                  # [b]
+    with_sentence_states = sentence_states is not None
 
-    def step(i, beams: Beams, states, constraint_state):
-        logits, states = symbols_to_logits_fn(tf.reshape(beams.alive_last, [-1]), i, states)
+    def step(i, beams: Beams, states, constraint_state, sentence_states, active, out,
+             decode_length):
+        # Every tensor here covers the a sentences still in the batch (a = b unless
+        # ``shrink``); ``active`` int32 [a] are their indices in the caller's batch.
+        rows = tf.shape(beams.done)[0]
+        ids = tf.reshape(beams.alive_last, [-1])                          # [a*k]
+        if with_sentence_states:
+            logits, states = symbols_to_logits_fn(ids, i, states, sentence_states)
+        else:
+            logits, states = symbols_to_logits_fn(ids, i, states)
+        row_decode_length = tf.repeat(decode_length, k)                    # [a*k]
         log_probs = _raw_log_probs(logits, i, row_decode_length, eos_id, constraint,
-                                   constraint_state)                      # [b*k, V]
-        candidates = _top_candidates(tf.reshape(log_probs, [batch, k, vocab_size]),
+                                   constraint_state)                        # [a*k, V]
+        candidates = _top_candidates(tf.reshape(log_probs, [rows, k, vocab_size]),
                                      beams, i, alpha)
         new_beams, origin = _select(candidates, beams, k, eos_id)
-        states, constraint_state = _reorder(states, constraint_state, origin, constraint,
-                                            tf.reshape(new_beams.alive_last, [-1]))
+        tokens = tf.reshape(new_beams.alive_last, [-1])
         beams = _freeze_done(beams, new_beams)
         done = beams.done | (i + 1 >= decode_length)
         if stop_early:
-            done |= _cannot_improve(beams, max_penalty)
-        return i + 1, beams._replace(done=done), states, constraint_state
+            done |= _cannot_improve(beams, length_penalty(decode_length, alpha))
+        beams = beams._replace(done=done)
+        if shrink:
+            (beams, origin, tokens, sentence_states, active, out,
+             decode_length) = _drop_done(beams, origin, tokens, sentence_states, active, out,
+                                         decode_length, k)
+        states, constraint_state = _reorder(states, constraint_state, origin, constraint,
+                                            tokens)
+        return (i + 1, beams, states, constraint_state, sentence_states, active, out,
+                decode_length)
 
-    def not_done(i, beams, states, constraint_state):
+    def not_done(i, beams, *rest):
         return (i < max_length) & ~tf.reduce_all(beams.done)
 
-    loop_vars = (tf.constant(0, tf.int32), _initial_beams(initial_ids, k, max_length),
-                 tile_beams(states, k),
-                 tile_beams({} if constraint is None else constraint_state, k))
-    _, beams, _, _ = tf.while_loop(
-        not_done, step, loop_vars,
-        shape_invariants=loop_shape_invariants(loop_vars, (2,) if growing_states else ()))
+    initial = _initial_beams(initial_ids, k, max_length)
+    loop_vars = (tf.constant(0, tf.int32), initial, tile_beams(states, k),
+                 tile_beams({} if constraint is None else constraint_state, k),
+                 sentence_states if with_sentence_states else {},
+                 tf.range(batch, dtype=tf.int32), initial, decode_length)
+    invariants = loop_shape_invariants(loop_vars, (2,) if growing_states else ())
+    if shrink:   # the batch dimension of everything but ``out`` shrinks
+        invariants = tuple(
+            invariant if index in (0, 6) else
+            tf.nest.map_structure(lambda shape: tf.TensorShape([None] + shape[1:].as_list()),
+                                  invariant)
+            for index, invariant in enumerate(invariants))
+    _, beams, _, _, _, active, out, _ = tf.while_loop(not_done, step, loop_vars,
+                                                     shape_invariants=invariants)
+    if shrink:
+        beams = _scatter_beams(out, active, beams)
     return _results(beams, alpha)
+
+
+def _drop_done(beams: Beams, origin, tokens, sentence_states, active, out, decode_length,
+               k: int):
+    """Takes the done sentences out of the batch once at least an eighth of it is done.
+
+    A done sentence is frozen, so its result is final: it is written to ``out`` (Beams
+    over the caller's b sentences) at its index in ``active``, and every per-sentence
+    tensor ([a, ...]: the beams, ``sentence_states``, ``active``, ``decode_length``) and
+    per-hypothesis one ([a*k]: ``origin``, ``tokens``, so that the state reorder also
+    compacts) keeps only the sentences not done. Returns them in that order.
+    """
+    rows = tf.shape(beams.done)[0]
+    num_done = tf.reduce_sum(tf.cast(beams.done, tf.int32))
+
+    def drop():
+        keep = tf.reshape(tf.where(~beams.done), [-1])                     # [a']
+        keep_rows = tf.reshape(tf.gather(tf.reshape(origin, [rows, k]), keep), [-1])
+        keep_tokens = tf.reshape(tf.gather(tf.reshape(tokens, [rows, k]), keep), [-1])
+        gather = lambda tensor: tf.gather(tensor, keep)  # noqa: E731
+        return (Beams(*(gather(field) for field in beams)), keep_rows, keep_tokens,
+                tf.nest.map_structure(gather, sentence_states), gather(active),
+                _scatter_beams(out, active, beams), gather(decode_length))
+
+    def stay():
+        return beams, origin, tokens, sentence_states, active, out, decode_length
+
+    return tf.cond((num_done > 0) & (num_done * 8 >= rows), drop, stay)
+
+
+def _scatter_beams(out: Beams, active, beams: Beams) -> Beams:
+    """``out`` (over all b sentences) with the rows ``active`` [a] replaced by ``beams``."""
+    index = active[:, None]
+    return Beams(*(tf.tensor_scatter_nd_update(whole, index, part)
+                   for whole, part in zip(out, beams)))
 
 
 def _initial_beams(initial_ids, k: int, max_length) -> Beams:

@@ -109,7 +109,7 @@ class Translator:
         self.buckets = bucket_lengths(self.max_input_length)
         self.vocab_size = int(model.vocab_size)
         self._search_fn = tf.function(self._search, jit_compile=self.jit_compile)
-        self._bucket_fns: Dict[int, Callable] = {}
+        self._bucket_fns: Dict[Optional[int], Callable] = {}
         self._detokenize_fn = tf.function(
             vocabulary.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         self.translate_ids = tf.function(
@@ -129,10 +129,15 @@ class Translator:
                    batch_size=decode_hparams.batch_size, constraint=constraint)
 
     # Shapes ---------------------------------------------------------------------------
-    def output_length(self, input_length: int) -> int:
-        """``T``, the id buffer length for inputs padded to ``input_length``."""
+    def output_length(self, input_length):
+        """``T``, the id buffer length for inputs padded to ``input_length`` (an int, or an
+        int32 scalar tensor inside the search traced for every bucket)."""
         length = input_length + self.extra_length
-        return min(length, self._max_positions) if self._max_positions else length
+        if not self._max_positions:
+            return length
+        if isinstance(length, int):
+            return min(length, self._max_positions)
+        return tf.minimum(length, self._max_positions)
 
     @property
     def max_output_length(self) -> int:
@@ -149,9 +154,9 @@ class Translator:
 
     # The search, in the graph ---------------------------------------------------------
     def _search(self, inputs):
-        """inputs int32 [b, L] (L static, 0-padded, EOS-terminated) ->
+        """inputs int32 [b, L] (0-padded, EOS-terminated; L static under XLA) ->
         (ids int32 [b, k, T], scores float32 [b, k]) with T = output_length(L)."""
-        length = inputs.shape[1]
+        length = inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]
         max_length = self.output_length(length)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
         decode_length = tf.minimum(source_lengths + self.extra_length, max_length)
@@ -162,9 +167,9 @@ class Translator:
         cache = self.model.initial_decode_cache(memory, memory_mask,
                                                 0 if growing else max_length)
         step_fn = functools.partial(self.model.decode_step, growing=growing)
+        constants = None
         if hasattr(self.model, "split_memory_cache"):
-            # Encoder-decoder keys/values once per sentence, not tiled to the beams nor
-            # carried through the loop.
+            # Encoder-decoder keys/values once per sentence, not tiled to the beams.
             cache, constants = self.model.split_memory_cache(cache)
             step_fn = self.model.beam_decode_step(constants, self.beam_size, growing=growing)
         start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
@@ -178,15 +183,23 @@ class Translator:
             ids, scores = greedy_search(step_fn, start, decode_length, self.vocab_size,
                                         alpha=self.alpha, **options)
             return ids[:, None, :], scores[:, None]
+        if constants is not None and growing:
+            # Without XLA, finished sentences leave the batch (beam_search's shrink).
+            step_fn = self.model.sentence_decode_step(self.beam_size, growing=growing)
+            options.update(sentence_states=constants, shrink=True)
         return beam_search(step_fn, start, self.beam_size, decode_length, self.vocab_size,
                            self.alpha, stop_early=not self.return_beams, **options)
 
     def _bucket_fn(self, length: int) -> Callable:
-        """The search traced for inputs [None, length] (traced on first use)."""
-        if length not in self._bucket_fns:
-            self._bucket_fns[length] = self._search_fn.get_concrete_function(
-                tf.TensorSpec([None, length], tf.int32))
-        return self._bucket_fns[length]
+        """The search for inputs [None, length], traced on first use: once per bucket
+        under XLA (static shapes), once for every bucket without it ([None, None]; the
+        growing cache and the id buffers take their lengths at run time). Batches are
+        still padded to their bucket, so the numbers do not depend on this."""
+        key = length if self.jit_compile else None
+        if key not in self._bucket_fns:
+            self._bucket_fns[key] = self._search_fn.get_concrete_function(
+                tf.TensorSpec([None, key], tf.int32))
+        return self._bucket_fns[key]
 
     def _translate_ids(self, inputs):
         """inputs int32 [b, s] (0-padded, EOS-terminated) -> (ids int32 [b, k, T],

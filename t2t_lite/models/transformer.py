@@ -189,7 +189,15 @@ class Transformer(keras.Model):
         for ``beam_search`` (n = ``beam_size``) or ``greedy_search`` (n = 1) over the states
         of ``split_memory_cache``, reading the per-sentence ``constants``; ``growing`` as
         ``decode_step`` (pass the search ``growing_states=growing`` too)."""
-        def step_fn(ids, step, states):
+        step_fn = self.sentence_decode_step(beam_size, growing)
+        return lambda ids, step, states: step_fn(ids, step, states, constants)
+
+    def sentence_decode_step(self, beam_size: int, growing: bool = False):
+        """``(ids [b*n], step, states, constants) -> (logits [b*n, V], states)``: as
+        ``beam_decode_step``, with the per-sentence ``constants`` of ``split_memory_cache``
+        ([b, ...]) passed in, for ``beam_search(..., sentence_states=constants)`` (which
+        may drop finished sentences from them)."""
+        def step_fn(ids, step, states, constants):
             cache = {"memory_mask": constants["memory_mask"],
                      "decoder": {name: {**layer, **constants["decoder"][name]}
                                  for name, layer in states["decoder"].items()}}
