@@ -12,7 +12,17 @@ Times, each as its own XLA-compiled function on random data of the shapes one st
   ([rows, cache_length, h, d_k]) by the surviving hypotheses' origins, as beam search
   does each step. ``cache_length`` is the whole buffer for the preallocated cache (XLA),
   or the positions decoded so far for the growing cache used without XLA.
+* ``candidates``: one step's log-softmax + top-2k candidate selection over [batch, beam,
+  V] logits, as the search before issue #16 did it (over the whole [batch, beam * V] score
+  matrix: ``tests/reference_beam_search.py``) and as ``beam_search`` does it now (each
+  hypothesis's 2k + 1 best tokens first), interleaved in this process.
 Run ``scripts/benchmark.py decode`` with the same shapes for the whole search's step time.
+
+``--whole_search`` instead times the benchmark's whole search (random-weight model,
+``--source_length`` source tokens, every hypothesis forced to ``--target_length`` tokens,
+no XLA, growing cache) with the reference search and the current one, interleaved
+``--repeats`` times in one process, checks that both return the same ids and scores, and
+prints each one's median seconds and the ratio.
 """
 from __future__ import annotations
 
@@ -51,7 +61,13 @@ def main(argv=None) -> int:
                         help="self-attention cache length: the preallocated buffer T "
                              "(source bucket + extra_length) or, growing, the step")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--whole_search", action="store_true",
+                        help="A/B the whole search (reference vs current) instead")
+    parser.add_argument("--source_length", type=int, default=24)
+    parser.add_argument("--target_length", type=int, default=30)
     args = parser.parse_args(argv)
+    if args.whole_search:
+        return whole_search(args)
 
     import tensorflow as tf
     from t2t_lite import registry
@@ -76,8 +92,39 @@ def main(argv=None) -> int:
         ("top_k", jit(lambda c: tf.math.top_k(c, 2 * args.beam_size)), (candidates,)),
         ("cache reorder", jit(lambda cs, o: [tf.gather(c, o) for c in cs]), (caches, origins)),
     ]
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import importlib
+    import reference_beam_search as reference
+    current = importlib.import_module("t2t_lite.decoding.beam_search")
+    k = args.beam_size
+    step_logits = tf.random.normal([args.batch * k, vocab]) * 3.0
+    alive = tf.sort(tf.random.normal([args.batch, k]) - 5.0, direction="DESCENDING")
+    beams = reference._initial_beams(tf.zeros([args.batch], tf.int32), k, 40)._replace(
+        alive_log_probs=alive)
+    lengths = tf.fill([args.batch * k], 100)
+
+    def reference_candidates(logits):
+        log_probs = reference.step_log_probs(logits, 10, lengths, 1)
+        return reference._top_candidates(tf.reshape(log_probs, [args.batch, k, vocab]),
+                                         beams, tf.constant(10), 0.6)
+
+    def current_candidates(logits):
+        log_probs = current._raw_log_probs(logits, 10, lengths, 1, None, None)
+        return current._top_candidates(tf.reshape(log_probs, [args.batch, k, vocab]),
+                                       beams, tf.constant(10), 0.6)
+
+    graph = lambda fn: tf.function(fn, autograph=False)  # noqa: E731
+    for a, b in zip(graph(reference_candidates)(step_logits),
+                    graph(current_candidates)(step_logits)):
+        assert (a.numpy() == b.numpy()).all(), "current candidates differ from the reference"
     print(f"{args.hparams_set} V={vocab} rows={rows} (batch {args.batch} x beam "
           f"{args.beam_size}) cache_length={args.cache_length}")
+    parts += [("candidates, reference (no XLA)", graph(reference_candidates), (step_logits,)),
+              ("candidates, current (no XLA)", graph(current_candidates), (step_logits,)),
+              ("candidates, reference (no XLA) again", graph(reference_candidates),
+               (step_logits,)),
+              ("candidates, current (no XLA) again", graph(current_candidates),
+               (step_logits,))]
     for name, fn, fn_args in parts:
         ms = time_ms(fn, fn_args, args.repeats)
         extra = ""
@@ -88,6 +135,63 @@ def main(argv=None) -> int:
             extra = f"  {megabytes:.0f} MiB gathered"
         print(f"{name}: {ms:.2f} ms per step{extra}")
     return 0
+
+
+def whole_search(args) -> int:
+    """Reference vs current beam search on the benchmark's work, interleaved."""
+    import statistics
+
+    import numpy as np
+    import tensorflow as tf
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import reference_beam_search as reference
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    from benchmark import build_model, get_hparams
+    from t2t_lite.decoding.beam_search import beam_search
+
+    hparams = get_hparams(args)
+    model = build_model(args, hparams)
+    vocab, target, k = args.vocab_size, args.target_length, args.beam_size
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
+    inputs[:, -1] = 1
+    inputs = tf.constant(inputs)
+    eos_column = tf.one_hot(1, vocab, on_value=True, off_value=False, dtype=tf.bool)
+
+    def make(search):
+        def run(inputs):
+            memory, memory_mask = model.encode(inputs, training=False)
+            cache = model.initial_decode_cache(memory, memory_mask, 0)
+            cache, constants = model.split_memory_cache(cache)
+            decode_step = model.beam_decode_step(constants, k, growing=True)
+
+            def symbols_to_logits(ids, i, states):
+                logits, states = decode_step(ids, i, states)
+                return tf.where((i < target - 1) & eos_column, -1e9, logits), states
+
+            start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
+            return search(symbols_to_logits, start, k, target, vocab, 0.6, states=cache,
+                          eos_id=1, max_length=target, growing_states=True)
+        return tf.function(run)
+
+    fns = {"reference": make(reference.beam_search), "current": make(beam_search)}
+    outputs = {name: [t.numpy() for t in fn(inputs)] for name, fn in fns.items()}
+    same = all((a == b).all() for a, b in zip(outputs["reference"], outputs["current"]))
+    times = {name: [] for name in fns}
+    for _ in range(args.repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn(inputs)[0].numpy()
+            times[name].append(time.perf_counter() - start)
+    print(f"whole search {args.hparams_set} V={vocab} batch={args.batch} beam={k} "
+          f"source={args.source_length} target={target}, no XLA, growing cache; "
+          f"identical ids and scores: {same}; load average {os.getloadavg()[0]:.1f}")
+    for name, values in times.items():
+        print(f"{name}: median {statistics.median(values):.3f} s "
+              f"({', '.join(f'{v:.3f}' for v in values)})")
+    ratio = statistics.median(times["reference"]) / statistics.median(times["current"])
+    print(f"speedup current/reference: {ratio:.3f}")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

@@ -284,14 +284,16 @@ def make_decode(args, hparams):
         memory, memory_mask = model.encode(inputs, training=False)
         # As the Translator does: XLA needs the preallocated cache; without XLA the
         # self-attention cache grows one position per step.
+        growing = not args.jit_compile
         cache = model.initial_decode_cache(memory, memory_mask,
-                                           target_length if args.jit_compile else 0)
+                                           0 if growing else target_length)
         if args.memory_per_sentence:
             # Encoder-decoder keys/values stay [b, s, ...]: neither tiled nor reordered.
             cache, constants = model.split_memory_cache(cache)
-            decode_step = model.beam_decode_step(constants, args.beam_size)
+            decode_step = model.beam_decode_step(constants, args.beam_size, growing=growing)
         else:
-            decode_step = model.decode_step
+            def decode_step(ids, i, states):
+                return model.decode_step(ids, i, states, growing=growing)
 
         def symbols_to_logits(ids, i, states):
             logits, states = decode_step(ids, i, states)
@@ -302,7 +304,7 @@ def make_decode(args, hparams):
         start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
         return beam_search(symbols_to_logits, start, args.beam_size, target_length, vocab,
                            args.alpha, states=cache, eos_id=eos_id, stop_early=True,
-                           max_length=target_length)
+                           max_length=target_length, growing_states=growing)
 
     fn = tf.function(search, jit_compile=args.jit_compile)
 

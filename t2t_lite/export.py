@@ -50,11 +50,8 @@ class TranslationModule(tf.Module):
         self.model = model
         self.vocabulary = vocabulary
         self.return_beams = decode_hparams.return_beams
-        self._translator = Translator(
-            model, vocabulary, beam_size=decode_hparams.beam_size, alpha=decode_hparams.alpha,
-            extra_length=decode_hparams.extra_length,
-            max_input_length=decode_hparams.max_input_length,
-            return_beams=decode_hparams.return_beams, constraint=constraint)
+        self._translator = Translator.from_decode_hparams(model, vocabulary, decode_hparams,
+                                                          constraint=constraint)
         self.max_input_length = self._translator.max_input_length
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])

@@ -40,5 +40,20 @@ def test_decode_parts_prints_each_piece_of_a_beam_step():
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("transformer_tiny V=50 rows=4 (batch 2 x beam 2)")
     names = [line.split(":")[0] for line in lines[1:]]
-    assert names == ["softmax projection", "log_softmax", "top_k", "cache reorder"]
+    assert names == ["softmax projection", "log_softmax", "top_k", "cache reorder",
+                     "candidates, reference (no XLA)", "candidates, current (no XLA)",
+                     "candidates, reference (no XLA) again", "candidates, current (no XLA) again"]
     assert all(re.search(r": [\d.]+ ms per step", line) for line in lines[1:])
+
+
+def test_decode_parts_whole_search_ab_checks_both_searches_agree():
+    script = SCRIPT.with_name("bench_decode_parts.py")
+    out = subprocess.run([sys.executable, str(script), "--whole_search",
+                          "--hparams_set=transformer_tiny", "--vocab_size=50", "--batch=2",
+                          "--beam_size=2", "--source_length=4", "--target_length=5",
+                          "--repeats=1"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert "identical ids and scores: True" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:3]] == ["reference", "current"]
+    assert re.fullmatch(r"speedup current/reference: [\d.]+", lines[-1])

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from t2t_lite import registry
-from t2t_lite.decoding.config import DecodeHParams, DecodeHParamsError, parse
+from t2t_lite.decoding.config import DecodeHParams, DecodeHParamsError, parse_decode_hparams
 from t2t_lite.hparams_lib import HParams, HParamsError
 
 FLOAT_HPARAMS = [name for name, kind in HParams.field_types().items() if kind is float]
@@ -23,7 +23,7 @@ def test_every_float_hparam_refuses_nan_and_infinity(name, text):
 @pytest.mark.parametrize("text", ["alpha=nan", "alpha=inf", "alpha=-inf"])
 def test_decode_alpha_refuses_nan_and_infinity(text):
     with pytest.raises(DecodeHParamsError, match="'alpha' must be a finite number"):
-        parse(text)
+        parse_decode_hparams(text)
 
 
 @pytest.mark.parametrize("override, message", [
@@ -55,7 +55,7 @@ def test_out_of_range_hparams_name_the_key(override, message):
 ])
 def test_out_of_range_decode_hparams_name_the_key(text, message):
     with pytest.raises(DecodeHParamsError) as error:
-        parse(text)
+        parse_decode_hparams(text)
     assert message in str(error.value)
 
 

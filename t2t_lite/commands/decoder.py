@@ -94,7 +94,7 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     """``decode`` once the output file is open (``None``: stdout)."""
     from tqdm import tqdm
 
-    from t2t_lite.decoding import parse
+    from t2t_lite.decoding import parse_decode_hparams
     from t2t_lite.decoding.lines import decode_lines, is_blank, split_lines
     from t2t_lite.decoding.translator import Translator
     from t2t_lite.run_loading import load_trained_model
@@ -103,7 +103,7 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                 args.checkpoint_path or None)
-    hp = parse(args.decode_hparams, problem.decode_defaults)
+    hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
     source_name = args.decode_from_file or "<stdin>"
     data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()
     sources, bad_lines = decode_lines(split_lines(data))
@@ -111,11 +111,9 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     references = (read_aligned_references(problem, args.decode_reference, len(sources))
                   if args.decode_reference else None)
 
-    translator = Translator(model, vocabulary, beam_size=hp.beam_size, alpha=hp.alpha,
-                            extra_length=hp.extra_length, max_input_length=hp.max_input_length,
-                            return_beams=hp.return_beams, jit_compile=args.jit_compile,
-                            batch_size=hp.batch_size,
-                            constraint=problem.decode_constraint(vocabulary))
+    translator = Translator.from_decode_hparams(
+        model, vocabulary, hp, jit_compile=args.jit_compile,
+        constraint=problem.decode_constraint(vocabulary))
     todo = [index for index, text in enumerate(sources) if not is_blank(text)]
     encoded, truncations = translator.encode([sources[index] for index in todo])
     warn_lines((f"{source_name}: line {todo[cut.index] + 1}: {cut.num_tokens} tokens (EOS "

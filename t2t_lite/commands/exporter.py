@@ -37,7 +37,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def run(args: argparse.Namespace):
-    from t2t_lite.decoding import parse
+    from t2t_lite.decoding import parse_decode_hparams
     from t2t_lite.export import export_translator
     from t2t_lite.run_loading import load_trained_model, resolve_checkpoint
 
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace):
         checkpoint = resolve_checkpoint(args.output_dir, args.checkpoint_path or None)
         run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                     checkpoint)
-        hp = parse(args.decode_hparams, problem.decode_defaults)
+        hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
         path = export_translator(model, vocabulary, hp, args.export_dir,
                                  info={"problem": run_config.problem,
                                        "model": run_config.model,

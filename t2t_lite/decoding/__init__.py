@@ -1,7 +1,43 @@
-"""Decoding: beam search (the paper's), greedy search, and typed decode hyperparameters."""
-from t2t_lite.decoding.beam_search import beam_search, length_penalty, tile_beams
-from t2t_lite.decoding.config import DecodeHParams, DecodeHParamsError, parse
-from t2t_lite.decoding.greedy import greedy_search
+"""Decoding: beam search (the paper's), greedy search, and typed decode hyperparameters.
+
+Importing this package, ``config`` or ``lines`` does not import TensorFlow: the searches
+(``beam_search``, ``greedy_search``, ``length_penalty``, ``tile_beams``) are loaded on
+first use, so the commands' ``--help`` and the decoder's line handling stay light.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import Any
+
+from t2t_lite.decoding.config import DecodeHParams, DecodeHParamsError, parse_decode_hparams
+
+_LAZY = {"beam_search": "t2t_lite.decoding.beam_search",
+         "length_penalty": "t2t_lite.decoding.search_common",
+         "tile_beams": "t2t_lite.decoding.search_common",
+         "greedy_search": "t2t_lite.decoding.greedy"}
 
 __all__ = ["DecodeHParams", "DecodeHParamsError", "beam_search", "greedy_search",
-           "length_penalty", "parse", "tile_beams"]
+           "length_penalty", "parse_decode_hparams", "tile_beams"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """Keeps ``t2t_lite.decoding.beam_search`` the function: importing the submodule of
+    the same name would otherwise bind the package attribute to the module."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _LAZY and isinstance(value, types.ModuleType):
+            return  # the module stays in sys.modules; the name resolves to the function
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -31,41 +31,55 @@ the model's states. Without one the graph is the unconstrained search's.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
-# Log-probability given to impossible tokens and to the empty initial beams. Finite, so
-# that sums never produce NaN; a log-probability below NEG_INF / 2 marks a hypothesis
-# that does not exist.
-NEG_INF = -1e9
-
-SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], Tuple[tf.Tensor, Any]]
+from t2t_lite.decoding.search_common import (  # noqa: F401  (re-exported)
+    NEG_INF, SearchConstraint, SymbolsToLogitsFn, check_eos, constrain, decode_lengths,
+    length_penalty, loop_shape_invariants, tile_beams, top_k_last_axis)
 
 
-class SearchConstraint(Protocol):
-    """Which tokens each hypothesis may emit next; its state is a dict of [n, ...] tensors."""
+class Beams(NamedTuple):
+    """The search's per-sentence state between steps (``b`` sentences, ``k`` beams).
 
-    def initial_state(self, inputs: tf.Tensor, decode_length: tf.Tensor) -> Any:
-        """The state of every sentence before its first token: inputs int32 [b, s],
-        decode_length int32 [b] (the tokens each sentence may emit)."""
+    Attributes:
+      alive_seq: int32 [b, k, T], the alive hypotheses' tokens so far (0 after them).
+      alive_log_probs: float32 [b, k], their log-probabilities (``NEG_INF`` or below: none).
+      alive_last: int32 [b, k], their last tokens (the next step's input).
+      finished_seq: int32 [b, k, T], the finished (EOS-terminated) hypotheses.
+      finished_scores: float32 [b, k], their ``log P / length_penalty``.
+      finished_flags: bool [b, k], whether the slot holds a finished hypothesis.
+      steps: int32 [b], tokens decoded so far per sentence.
+      done: bool [b], sentences whose result is final (frozen).
+    """
 
-    def allowed(self, state: Any, budget: tf.Tensor) -> tf.Tensor:
-        """bool [n, V]; ``budget`` int32 [n]: tokens the row may still emit, EOS included."""
-
-    def update(self, state: Any, tokens: tf.Tensor) -> Any:
-        """The state after each row emitted ``tokens`` int32 [n]."""
-
-
-def constrain(log_probs, constraint: SearchConstraint, state: Any, budget) -> tf.Tensor:
-    """``log_probs`` [n, V] with the tokens ``constraint`` forbids set to ``NEG_INF``."""
-    return tf.where(constraint.allowed(state, budget), log_probs, NEG_INF)
+    alive_seq: tf.Tensor
+    alive_log_probs: tf.Tensor
+    alive_last: tf.Tensor
+    finished_seq: tf.Tensor
+    finished_scores: tf.Tensor
+    finished_flags: tf.Tensor
+    steps: tf.Tensor
+    done: tf.Tensor
 
 
-def length_penalty(length, alpha: float) -> tf.Tensor:
-    """GNMT's length penalty ``((5 + length) / 6) ** alpha`` (float32, shape of ``length``)."""
-    length = tf.cast(length, tf.float32)
-    return tf.pow((5.0 + length) / 6.0, alpha)
+class Candidates(NamedTuple):
+    """The ``c = 2k`` best one-token extensions of a step, best first; each [b, c].
+
+    Attributes:
+      scores: float32, ``log_probs / length_penalty(step + 1)``.
+      log_probs: float32, the extended hypotheses' log-probabilities.
+      beam: int32, the alive beam each extends (0 .. k-1).
+      token: int32, the token it adds.
+      seq: int32 [b, c, T], the extended hypotheses' tokens.
+    """
+
+    scores: tf.Tensor
+    log_probs: tf.Tensor
+    beam: tf.Tensor
+    token: tf.Tensor
+    seq: tf.Tensor
 
 
 def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
@@ -79,13 +93,16 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                 stop_early: bool = True,
                 max_length: Optional[int] = None,
                 constraint: Optional[SearchConstraint] = None,
-                constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
+                constraint_state: Any = None,
+                growing_states: bool = False,
+                sentence_states: Any = None,
+                shrink: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
     """Beam search over ``b`` sentences; returns every sentence's ``k`` hypotheses, best first.
 
     Args:
       symbols_to_logits_fn: ``(ids int32 [b*k], step int32 [], states) -> (logits
         [b*k, V], states)``, e.g. ``Transformer.decode_step``. Rows ``s*k .. s*k + k-1``
-        are sentence ``s``'s hypotheses. State tensors must keep their shapes across steps.
+        are sentence ``s``'s hypotheses.
       initial_ids: int32 [b], the id fed at step 0 (the start id).
       beam_size: ``k``, hypotheses kept per sentence.
       decode_length: int32 [b] (or a scalar for all), the most output tokens per sentence,
@@ -93,9 +110,7 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       vocab_size: ``V``.
       alpha: length-penalty exponent, >= 0 (0 = plain log-probability).
       states: nested structure (dict) of tensors with leading dim b, or None; tiled to
-        b*k and reordered each step to follow the surviving hypotheses. A state of static
-        length 0 on axis 1 may grow along it (a growing decode cache); every other state
-        keeps its shape.
+        b*k and reordered each step to follow the surviving hypotheses.
       eos_id: the end-of-sentence id.
       stop_early: stop a sentence once no alive hypothesis can beat its best finished one;
         False decodes every sentence to its ``decode_length`` (exact N-best lists).
@@ -103,6 +118,17 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         ``decode_length`` is not a constant); default: max(decode_length).
       constraint: restricts each step's tokens (see the module doc); None = no restriction.
       constraint_state: its initial state, tensors with leading dim b (tiled to b*k).
+      growing_states: False: every state keeps its shape across steps (preallocated
+        caches, as XLA needs); True: every state of rank >= 2 grows along axis 1 (the
+        Transformer's growing self-attention cache, ``initial_decode_cache(..., 0)``).
+      sentence_states: None, or tensors with leading dim b that belong to a sentence, not
+        a hypothesis (e.g. the encoder-decoder keys/values): neither tiled nor reordered,
+        passed as a fourth argument, ``symbols_to_logits_fn(ids, step, states,
+        sentence_states)``, and returned unchanged by it.
+      shrink: take done sentences out of the computation (once an eighth of the batch is
+        done, their results are set aside and every state, sentence state and beam tensor
+        keeps only the others), so the step's matmuls cover only sentences still being
+        decoded. Changes no result; the batch dimension becomes dynamic, so not for XLA.
 
     Returns:
       ids: int32 [b, k, T], without the initial id, EOS-terminated, 0 after EOS.
@@ -114,158 +140,291 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     states = {} if states is None else states
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     batch = tf.shape(initial_ids)[0]
-    decode_length, max_length = _decode_lengths(decode_length, batch, max_length)
+    decode_length, max_length = decode_lengths(decode_length, batch, max_length)
     k = beam_size
-    num_candidates = min(2 * k, k * vocab_size)
-    positions = tf.range(max_length, dtype=tf.int32)                  # [T]
-    eos_mask = tf.one_hot(eos_id, vocab_size, on_value=True, off_value=False,
-                          dtype=tf.bool)                               # [V]
-    row_offsets = tf.range(batch, dtype=tf.int32)[:, None] * k         # [b, 1]
-    max_penalty = length_penalty(decode_length, alpha)                 # [b]
-    if constraint is not None:
-        row_decode_length = tf.repeat(decode_length, k)                 # [b*k]
+    with_sentence_states = sentence_states is not None
 
-    def step(i, alive_seq, alive_log_probs, alive_last, finished_seq, finished_scores,
-             finished_flags, steps, done, states, constraint_state):
-        # alive_seq [b,k,T], alive_log_probs [b,k], alive_last [b,k], finished_seq [b,k,T],
-        # finished_scores [b,k], finished_flags [b,k] bool, steps [b], done [b] bool.
-        logits, new_states = symbols_to_logits_fn(tf.reshape(alive_last, [-1]), i, states)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        if constraint is not None:
-            log_probs = constrain(log_probs, constraint, constraint_state,
-                                  row_decode_length - i)
-        log_probs = tf.maximum(tf.reshape(log_probs, [batch, k, vocab_size]), NEG_INF)
-        last_position = (i + 1 >= decode_length)[:, None, None]         # [b,1,1]
-        log_probs = tf.where(last_position & ~eos_mask, NEG_INF, log_probs)
-
-        # The 2k best extensions: [b, 2k] log-probs, scores, origin beams and tokens.
-        candidate_log_probs = tf.reshape(alive_log_probs[:, :, None] + log_probs,
-                                         [batch, k * vocab_size])
-        penalty = length_penalty(i + 1, alpha)
-        top_scores, top_index = tf.math.top_k(candidate_log_probs / penalty, num_candidates)
-        top_log_probs = tf.gather(candidate_log_probs, top_index, batch_dims=1)
-        top_beam = top_index // vocab_size
-        top_token = top_index % vocab_size
-        top_seq = tf.gather(alive_seq, top_beam, batch_dims=1)          # [b,2k,T]
-        top_seq = tf.where(positions == i, top_token[:, :, None], top_seq)
-        top_is_eos = tf.equal(top_token, eos_id)
-        top_exists = top_log_probs > NEG_INF / 2
-
-        # Alive: the k best candidates that do not end in EOS.
-        alive_keys = tf.where(top_is_eos, NEG_INF, top_log_probs)
-        new_alive_log_probs, choice = tf.math.top_k(alive_keys, k)     # [b,k]
-        new_alive_seq = tf.gather(top_seq, choice, batch_dims=1)
-        new_alive_last = tf.gather(top_token, choice, batch_dims=1)
-        origin = tf.gather(top_beam, choice, batch_dims=1) + row_offsets  # rows of b*k
-        flat_origin = tf.reshape(origin, [-1])
-        reorder = lambda state: tf.gather(state, flat_origin)  # noqa: E731
-        new_states = tf.nest.map_structure(reorder, new_states)
-        if constraint is not None:
-            constraint_state = constraint.update(
-                tf.nest.map_structure(reorder, constraint_state),
-                tf.reshape(new_alive_last, [-1]))
-
-        # Finished: the k best of the old finished and the candidates ending in EOS that
-        # rank among the k best candidates (so that beam 1 is greedy).
-        new_flags = top_is_eos & top_exists & (tf.range(num_candidates) < k)
-        all_flags = tf.concat([finished_flags, new_flags], axis=1)
-        all_scores = tf.concat([finished_scores, top_scores], axis=1)
-        all_keys = tf.where(all_flags, all_scores, -float("inf"))
-        _, choice = tf.math.top_k(all_keys, k)                          # old first on ties
-        new_finished_seq = tf.gather(tf.concat([finished_seq, top_seq], 1), choice,
-                                     batch_dims=1)
-        new_finished_scores = tf.gather(all_scores, choice, batch_dims=1)
-        new_finished_flags = tf.gather(all_flags, choice, batch_dims=1)
-
-        # Done sentences keep what they had.
-        def keep(old, new):
-            mask = tf.reshape(done, [-1] + [1] * (len(old.shape) - 1))
-            return tf.where(mask, old, new)
-
-        alive_seq = keep(alive_seq, new_alive_seq)
-        alive_log_probs = keep(alive_log_probs, new_alive_log_probs)
-        alive_last = keep(alive_last, new_alive_last)
-        finished_seq = keep(finished_seq, new_finished_seq)
-        finished_scores = keep(finished_scores, new_finished_scores)
-        finished_flags = keep(finished_flags, new_finished_flags)
-        steps = steps + tf.cast(~done, tf.int32)
-
-        now_done = done | (i + 1 >= decode_length)
+    def step(i, beams: Beams, states, constraint_state, sentence_states, active, out,
+             decode_length):
+        # Every tensor here covers the a sentences still in the batch (a = b unless
+        # ``shrink``); ``active`` int32 [a] are their indices in the caller's batch.
+        rows = tf.shape(beams.done)[0]
+        ids = tf.reshape(beams.alive_last, [-1])                          # [a*k]
+        if with_sentence_states:
+            logits, states = symbols_to_logits_fn(ids, i, states, sentence_states)
+        else:
+            logits, states = symbols_to_logits_fn(ids, i, states)
+        row_decode_length = tf.repeat(decode_length, k)                    # [a*k]
+        log_probs = _raw_log_probs(logits, i, row_decode_length, eos_id, constraint,
+                                   constraint_state)                        # [a*k, V]
+        candidates = _top_candidates(tf.reshape(log_probs, [rows, k, vocab_size]),
+                                     beams, i, alpha)
+        new_beams, origin = _select(candidates, beams, k, eos_id)
+        tokens = tf.reshape(new_beams.alive_last, [-1])
+        beams = _freeze_done(beams, new_beams)
+        done = beams.done | (i + 1 >= decode_length)
         if stop_early:
-            best_finished = tf.reduce_max(
-                tf.where(finished_flags, finished_scores, -float("inf")), axis=1)
-            alive_bound = tf.reduce_max(alive_log_probs, axis=1) / max_penalty
-            now_done |= tf.reduce_any(finished_flags, axis=1) & (best_finished >= alive_bound)
-        return (i + 1, alive_seq, alive_log_probs, alive_last, finished_seq,
-                finished_scores, finished_flags, steps, now_done, new_states, constraint_state)
+            done |= _cannot_improve(beams, length_penalty(decode_length, alpha))
+        beams = beams._replace(done=done)
+        if shrink:
+            (beams, origin, tokens, sentence_states, active, out,
+             decode_length) = _drop_done(beams, origin, tokens, sentence_states, active, out,
+                                         decode_length, k)
+        states, constraint_state = _reorder(states, constraint_state, origin, constraint,
+                                            tokens)
+        return (i + 1, beams, states, constraint_state, sentence_states, active, out,
+                decode_length)
 
-    def not_done(i, *loop_vars):
-        done = loop_vars[-3]
-        return (i < max_length) & ~tf.reduce_all(done)
+    def not_done(i, beams, *rest):
+        return (i < max_length) & ~tf.reduce_all(beams.done)
 
-    initial_log_probs = tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1])
-    loop_vars = (
-        tf.constant(0, tf.int32),
-        tf.zeros([batch, k, max_length], tf.int32),
-        initial_log_probs,
-        tf.tile(initial_ids[:, None], [1, k]),
-        tf.zeros([batch, k, max_length], tf.int32),
-        tf.zeros([batch, k], tf.float32),
-        tf.zeros([batch, k], tf.bool),
-        tf.zeros([batch], tf.int32),
-        tf.zeros([batch], tf.bool),
-        tile_beams(states, k),
-        tile_beams({} if constraint is None else constraint_state, k),
-    )
-    (_, alive_seq, alive_log_probs, _, finished_seq, finished_scores, finished_flags,
-     steps, _, _, _) = tf.while_loop(not_done, step, loop_vars,
-                                  shape_invariants=loop_shape_invariants(loop_vars))
+    initial = _initial_beams(initial_ids, k, max_length)
+    loop_vars = (tf.constant(0, tf.int32), initial, tile_beams(states, k),
+                 tile_beams({} if constraint is None else constraint_state, k),
+                 sentence_states if with_sentence_states else {},
+                 tf.range(batch, dtype=tf.int32), initial, decode_length)
+    invariants = loop_shape_invariants(loop_vars, (2,) if growing_states else ())
+    if shrink:   # the batch dimension of everything but ``out`` shrinks
+        invariants = tuple(
+            invariant if index in (0, 6) else
+            tf.nest.map_structure(lambda shape: tf.TensorShape([None] + shape[1:].as_list()),
+                                  invariant)
+            for index, invariant in enumerate(invariants))
+    _, beams, _, _, _, active, out, _ = tf.while_loop(not_done, step, loop_vars,
+                                                     shape_invariants=invariants)
+    if shrink:
+        beams = _scatter_beams(out, active, beams)
+    return _results(beams, alpha)
 
-    finished_scores = tf.where(finished_flags, finished_scores, -float("inf"))
-    alive_scores = alive_log_probs / length_penalty(steps, alpha)[:, None]
-    alive_scores = tf.where(alive_log_probs > NEG_INF / 2, alive_scores, -float("inf"))
-    has_finished = tf.reduce_any(finished_flags, axis=1)
-    ids = tf.where(has_finished[:, None, None], finished_seq, alive_seq)
+
+def _drop_done(beams: Beams, origin, tokens, sentence_states, active, out, decode_length,
+               k: int):
+    """Takes the done sentences out of the batch once at least an eighth of it is done.
+
+    A done sentence is frozen, so its result is final: it is written to ``out`` (Beams
+    over the caller's b sentences) at its index in ``active``, and every per-sentence
+    tensor ([a, ...]: the beams, ``sentence_states``, ``active``, ``decode_length``) and
+    per-hypothesis one ([a*k]: ``origin``, ``tokens``, so that the state reorder also
+    compacts) keeps only the sentences not done. Returns them in that order.
+    """
+    rows = tf.shape(beams.done)[0]
+    num_done = tf.reduce_sum(tf.cast(beams.done, tf.int32))
+
+    def drop():
+        keep = tf.reshape(tf.where(~beams.done), [-1])                     # [a']
+        keep_rows = tf.reshape(tf.gather(tf.reshape(origin, [rows, k]), keep), [-1])
+        keep_tokens = tf.reshape(tf.gather(tf.reshape(tokens, [rows, k]), keep), [-1])
+        gather = lambda tensor: tf.gather(tensor, keep)  # noqa: E731
+        return (Beams(*(gather(field) for field in beams)), keep_rows, keep_tokens,
+                tf.nest.map_structure(gather, sentence_states), gather(active),
+                _scatter_beams(out, active, beams), gather(decode_length))
+
+    def stay():
+        return beams, origin, tokens, sentence_states, active, out, decode_length
+
+    return tf.cond((num_done > 0) & (num_done * 8 >= rows), drop, stay)
+
+
+def _scatter_beams(out: Beams, active, beams: Beams) -> Beams:
+    """``out`` (over all b sentences) with the rows ``active`` [a] replaced by ``beams``."""
+    index = active[:, None]
+    return Beams(*(tf.tensor_scatter_nd_update(whole, index, part)
+                   for whole, part in zip(out, beams)))
+
+
+def _initial_beams(initial_ids, k: int, max_length) -> Beams:
+    """Step 0's beams: one alive hypothesis (the start id) per sentence, k-1 empty slots."""
+    batch = tf.shape(initial_ids)[0]
+    return Beams(
+        alive_seq=tf.zeros([batch, k, max_length], tf.int32),
+        alive_log_probs=tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1]),
+        alive_last=tf.tile(initial_ids[:, None], [1, k]),
+        finished_seq=tf.zeros([batch, k, max_length], tf.int32),
+        finished_scores=tf.zeros([batch, k], tf.float32),
+        finished_flags=tf.zeros([batch, k], tf.bool),
+        steps=tf.zeros([batch], tf.int32),
+        done=tf.zeros([batch], tf.bool))
+
+
+def _raw_log_probs(logits, step, decode_length, eos_id: int,
+                   constraint: Optional[SearchConstraint], constraint_state) -> tf.Tensor:
+    """float32 [n, V]: ``step_log_probs`` before its floor at ``NEG_INF``, which
+    ``_top_candidates`` applies to the few values it keeps.
+
+    logits [n, V]; decode_length int32 [n]. At a row's last position every token but EOS
+    gets ``NEG_INF``; that pass over [n, V] runs only at steps where some row is there.
+    """
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    if constraint is not None:
+        log_probs = constrain(log_probs, constraint, constraint_state, decode_length - step)
+    last_position = step + 1 >= decode_length                            # [n]
+
+    def force_eos():
+        not_eos = tf.not_equal(tf.range(tf.shape(log_probs)[-1]), eos_id)   # [V]
+        return tf.where(last_position[:, None] & not_eos, NEG_INF, log_probs)
+
+    return tf.cond(tf.reduce_any(last_position), force_eos, lambda: log_probs)
+
+
+def _top_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
+    """The ``2k`` best extensions (at most ``k * V``) of the alive hypotheses at ``step``.
+
+    log_probs: float32 [b, k, V], the step's token log-probabilities per alive hypothesis
+    (``_raw_log_probs``: not yet floored at ``NEG_INF``).
+
+    The reference ranks all ``k * V`` extensions by ``(alive log P + max(token log P,
+    NEG_INF)) / length_penalty(step + 1)``, ties to the lower index (beam-major, then
+    token), as ``tf.math.top_k`` over [b, k * V] does (``_all_candidates``). Here each
+    hypothesis first keeps its ``2k + 1`` best tokens (one ``top_k`` over [b*k, V]; the
+    score is non-decreasing in the token's log-probability), and the ``2k`` best of the
+    ``k * 2k`` kept extensions are taken in index order. That is the reference's answer
+    whenever every hypothesis's ``2k + 1``-th extension scores strictly below the ``2k``
+    chosen, i.e. nothing left out could have ranked or tied among them; at a step where
+    some sentence fails that test (ties, e.g. at a last position where only EOS scores
+    above ``NEG_INF``), the whole step falls back to ``_all_candidates``. Either way the
+    result equals the reference bit for bit.
+    """
+    if 2 * log_probs.shape[1] + 1 >= log_probs.shape[2]:      # nothing to leave out
+        return _all_candidates(tf.maximum(log_probs, NEG_INF), beams, step, alpha)
+    candidates, exact = _kept_candidates(log_probs, beams, step, alpha)
+    return tf.cond(exact, lambda: candidates,
+                   lambda: _all_candidates(tf.maximum(log_probs, NEG_INF), beams, step,
+                                           alpha))
+
+
+def _kept_candidates(log_probs, beams: Beams, step, alpha: float
+                     ) -> Tuple[Candidates, tf.Tensor]:
+    """``_top_candidates`` from each hypothesis's ``2k + 1`` best tokens, and whether that
+    is provably the reference's answer (bool scalar: no sentence has a left-out extension
+    scoring at or above its ``2k``-th chosen one). log_probs [b, k, V], 2k + 1 < V."""
+    batch, k = tf.shape(log_probs)[0], log_probs.shape[1]
+    kept = 2 * k
+    penalty = length_penalty(step + 1, alpha)
+    values, tokens = top_k_last_axis(log_probs, kept + 1)               # [b, k, 2k+1]
+    sums = beams.alive_log_probs[:, :, None] + tf.maximum(values, NEG_INF)
+    scores = sums / penalty
+    # The 2k kept per hypothesis, in token order, so that [b, k * 2k] is in index order.
+    order = tf.argsort(tokens[:, :, :kept], axis=-1, stable=True)
+    flat = lambda x: tf.reshape(tf.gather(x[:, :, :kept], order, batch_dims=2),  # noqa: E731
+                                [batch, k * kept])
+    kept_tokens, kept_sums, kept_scores = flat(tokens), flat(sums), flat(scores)
+    top_scores, index = tf.math.top_k(kept_scores, kept)                # [b, 2k]
+    exact = tf.reduce_all(scores[:, :, kept] < top_scores[:, -1:])
+    token = tf.gather(kept_tokens, index, batch_dims=1)
+    beam = index // kept
+    return Candidates(scores=top_scores, log_probs=tf.gather(kept_sums, index, batch_dims=1),
+                      beam=beam, token=token,
+                      seq=_extend(beams.alive_seq, beam, token, step)), exact
+
+
+def _all_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
+    """``_top_candidates`` over the whole [b, k * V] score matrix (the reference's way).
+
+    log_probs: float32 [b, k, V], floored at ``NEG_INF``."""
+    batch, k, vocab_size = tf.shape(log_probs)[0], log_probs.shape[1], log_probs.shape[2]
+    num_candidates = min(2 * k, k * vocab_size)
+    candidate_log_probs = tf.reshape(beams.alive_log_probs[:, :, None] + log_probs,
+                                     [batch, k * vocab_size])
+    scores, index = tf.math.top_k(candidate_log_probs / length_penalty(step + 1, alpha),
+                                  num_candidates)
+    token = index % vocab_size
+    beam = index // vocab_size
+    return Candidates(scores=scores,
+                      log_probs=tf.gather(candidate_log_probs, index, batch_dims=1),
+                      beam=beam, token=token, seq=_extend(beams.alive_seq, beam, token, step))
+
+
+def _extend(alive_seq, beam, token, step) -> tf.Tensor:
+    """int32 [b, c, T]: the alive hypotheses ``beam`` [b, c] (of alive_seq [b, k, T]) with
+    ``token`` [b, c] written at position ``step``."""
+    seq = tf.gather(alive_seq, beam, batch_dims=1)
+    positions = tf.range(tf.shape(seq)[2], dtype=tf.int32)
+    return tf.where(positions == step, token[:, :, None], seq)
+
+
+def _select(candidates: Candidates, beams: Beams, k: int, eos_id: int
+            ) -> Tuple[Beams, tf.Tensor]:
+    """The new alive and finished hypotheses from a step's candidates.
+
+    Alive: the ``k`` best candidates that do not end in EOS. Finished: the ``k`` best of
+    the old finished hypotheses and the candidates that end in EOS and rank among the best
+    ``k`` (so that beam 1 is greedy); on a tie the old one stays.
+
+    Returns:
+      the new beams (``steps`` and ``done`` unchanged), and ``origin`` int32 [b*k]: the
+      row of ``b*k`` each new alive hypothesis extends (for reordering the states).
+    """
+    batch = tf.shape(candidates.token)[0]
+    num_candidates = candidates.token.shape[1]
+    is_eos = tf.equal(candidates.token, eos_id)
+    exists = candidates.log_probs > NEG_INF / 2
+
+    alive_log_probs, choice = tf.math.top_k(
+        tf.where(is_eos, NEG_INF, candidates.log_probs), k)             # [b, k]
+    alive_seq = tf.gather(candidates.seq, choice, batch_dims=1)
+    alive_last = tf.gather(candidates.token, choice, batch_dims=1)
+    row_offsets = tf.range(batch, dtype=tf.int32)[:, None] * k          # [b, 1]
+    origin = tf.gather(candidates.beam, choice, batch_dims=1) + row_offsets
+
+    new_flags = is_eos & exists & (tf.range(num_candidates) < k)
+    all_flags = tf.concat([beams.finished_flags, new_flags], axis=1)    # [b, k + 2k]
+    all_scores = tf.concat([beams.finished_scores, candidates.scores], axis=1)
+    _, choice = tf.math.top_k(tf.where(all_flags, all_scores, -float("inf")), k)
+    finished_seq = tf.gather(tf.concat([beams.finished_seq, candidates.seq], 1), choice,
+                             batch_dims=1)
+    return beams._replace(
+        alive_seq=alive_seq, alive_log_probs=alive_log_probs, alive_last=alive_last,
+        finished_seq=finished_seq,
+        finished_scores=tf.gather(all_scores, choice, batch_dims=1),
+        finished_flags=tf.gather(all_flags, choice, batch_dims=1)), tf.reshape(origin, [-1])
+
+
+def _reorder(states, constraint_state, origin, constraint: Optional[SearchConstraint],
+             tokens) -> Tuple[Any, Any]:
+    """The model's and the constraint's states [b*k, ...] gathered by ``origin`` int32
+    [b*k] (the row each new alive hypothesis came from); the constraint's then advanced
+    by the alive hypotheses' new ``tokens`` int32 [b*k]."""
+    def reorder(state):
+        return tf.gather(state, origin)
+
+    states = tf.nest.map_structure(reorder, states)
+    if constraint is not None:
+        constraint_state = constraint.update(tf.nest.map_structure(reorder, constraint_state),
+                                             tokens)
+    return states, constraint_state
+
+
+def _freeze_done(old: Beams, new: Beams) -> Beams:
+    """``new`` where a sentence is not done yet, ``old`` where it is (done sentences keep
+    what they had); ``steps`` counts one more token for the sentences not done."""
+    def keep(old_tensor, new_tensor):
+        mask = tf.reshape(old.done, [-1] + [1] * (len(old_tensor.shape) - 1))
+        return tf.where(mask, old_tensor, new_tensor)
+
+    frozen = Beams(*(keep(a, b) for a, b in zip(old, new)))
+    return frozen._replace(steps=old.steps + tf.cast(~old.done, tf.int32), done=old.done)
+
+
+def _cannot_improve(beams: Beams, max_penalty) -> tf.Tensor:
+    """bool [b]: the best finished score is at least the best alive log P divided by
+    ``max_penalty`` [b] (the largest length penalty it can still get), an upper bound on
+    any score an alive hypothesis can still reach."""
+    best_finished = tf.reduce_max(
+        tf.where(beams.finished_flags, beams.finished_scores, -float("inf")), axis=1)
+    alive_bound = tf.reduce_max(beams.alive_log_probs, axis=1) / max_penalty
+    return tf.reduce_any(beams.finished_flags, axis=1) & (best_finished >= alive_bound)
+
+
+def _results(beams: Beams, alpha: float) -> Tuple[tf.Tensor, tf.Tensor]:
+    """(ids int32 [b, k, T], scores float32 [b, k]): the finished hypotheses (empty slots
+    -inf), or the alive ones scored at their length for a sentence with none finished."""
+    finished_scores = tf.where(beams.finished_flags, beams.finished_scores, -float("inf"))
+    alive_scores = beams.alive_log_probs / length_penalty(beams.steps, alpha)[:, None]
+    alive_scores = tf.where(beams.alive_log_probs > NEG_INF / 2, alive_scores, -float("inf"))
+    has_finished = tf.reduce_any(beams.finished_flags, axis=1)
+    ids = tf.where(has_finished[:, None, None], beams.finished_seq, beams.alive_seq)
     scores = tf.where(has_finished[:, None], finished_scores, alive_scores)
     return ids, scores
-
-
-def loop_shape_invariants(loop_vars: Any) -> Any:
-    """``tf.while_loop`` shape invariants for ``loop_vars``: each tensor keeps its shape,
-    except that a state of static length 0 on axis 1 (a growing self-attention cache,
-    ``initial_cache(b, 0)``) may grow along it."""
-    def invariant(tensor):
-        shape = tf.TensorShape(tensor.shape)
-        if shape.rank is not None and shape.rank >= 2 and shape[1] == 0:
-            return tf.TensorShape([shape[0], None] + shape[2:].as_list())
-        return shape
-    return tf.nest.map_structure(invariant, loop_vars)
-
-
-def tile_beams(states: Any, beam_size: int) -> Any:
-    """Repeats every tensor of ``states`` ([b, ...] -> [b*beam_size, ...]), sentence-major."""
-    return tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), states)
-
-
-def _decode_lengths(decode_length, batch, max_length: Optional[int]):
-    """``decode_length`` as int32 [b] clipped to [1, T], and ``T`` (static when possible)."""
-    decode_length = tf.cast(tf.convert_to_tensor(decode_length), tf.int32)
-    if decode_length.shape.rank == 0:
-        decode_length = tf.fill([batch], decode_length)
-    elif decode_length.shape.rank != 1:
-        raise ValueError(f"decode_length must be a scalar or int32 [b], got shape "
-                         f"{decode_length.shape}")
-    if max_length is None:
-        longest = tf.reduce_max(decode_length)
-        static = tf.get_static_value(longest)
-        max_length = int(static) if static is not None else longest
-    elif max_length < 1:
-        raise ValueError(f"max_length must be >= 1, got {max_length}")
-    if isinstance(max_length, int):
-        max_length = max(max_length, 1)
-    else:
-        max_length = tf.maximum(max_length, 1)
-    return tf.clip_by_value(decode_length, 1, max_length), max_length
 
 
 def _check_arguments(beam_size: int, vocab_size: int, alpha: float, eos_id: int) -> None:
@@ -273,8 +432,7 @@ def _check_arguments(beam_size: int, vocab_size: int, alpha: float, eos_id: int)
         raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
     if not isinstance(vocab_size, int) or vocab_size < 1:
         raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
-    if not 0 <= eos_id < vocab_size:
-        raise ValueError(f"eos_id {eos_id} is outside the vocabulary [0, {vocab_size})")
+    check_eos(eos_id, vocab_size)
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0 (the early-termination bound assumes the "
                          f"length penalty grows with length), got {alpha}")

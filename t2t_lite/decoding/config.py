@@ -1,11 +1,13 @@
 """Decode hyperparameters: a typed, immutable ``DecodeHParams`` and its string parser.
 
-``parse("beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,return_beams=false",
-defaults)`` starts from the dataclass defaults, applies the problem's ``defaults`` dict
-(translation: beam 4, alpha 0.6, extra length 50; parsing: beam 21, alpha 0.3, extra
-length 300), then the string. An unknown key, a badly typed or out-of-range value (NaN
-and infinity included), or a key given twice raises ``DecodeHParamsError`` naming the key
-and the valid keys (the parsing itself is ``t2t_lite.typed_config``, shared with ``HParams``).
+``parse_decode_hparams("beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,
+return_beams=false", defaults)`` starts from the dataclass defaults, applies the problem's
+``defaults`` dict (translation: beam 4, alpha 0.6, extra length 50; parsing: beam 21,
+alpha 0.3, extra length 300), then the string. An unknown key, a badly typed or
+out-of-range value (NaN and infinity included), or a key given twice raises
+``DecodeHParamsError`` naming the key and the valid keys (the parsing itself is
+``t2t_lite.typed_config``, shared with ``HParams``).
+This module does not import TensorFlow.
 """
 from __future__ import annotations
 
@@ -50,7 +52,8 @@ class DecodeHParams(TypedConfig):
                                 "max_input_length": 0, "alpha": 0.0})
 
 
-def parse(text: str, defaults: Optional[Mapping[str, Any]] = None) -> DecodeHParams:
+def parse_decode_hparams(text: str, defaults: Optional[Mapping[str, Any]] = None
+                         ) -> DecodeHParams:
     """``DecodeHParams`` from ``defaults`` (the problem's dict) overridden by ``text``.
 
     Args:

@@ -13,9 +13,9 @@ from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 
-from t2t_lite.decoding.beam_search import (NEG_INF, SearchConstraint, SymbolsToLogitsFn,
-                                           _decode_lengths, constrain, length_penalty,
-                                           loop_shape_invariants)
+from t2t_lite.decoding.search_common import (SearchConstraint, SymbolsToLogitsFn, check_eos,
+                                             decode_lengths, length_penalty,
+                                             loop_shape_invariants, step_log_probs)
 
 
 def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
@@ -27,7 +27,8 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                   alpha: float = 0.0,
                   max_length: Optional[int] = None,
                   constraint: Optional[SearchConstraint] = None,
-                  constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
+                  constraint_state: Any = None,
+                  growing_states: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
     """Argmax decoding of ``b`` sentences.
 
     Args:
@@ -36,36 +37,31 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       initial_ids: int32 [b], the id fed at step 0.
       decode_length: int32 [b] (or a scalar), the most output tokens, EOS included.
       vocab_size: ``V``.
-      states: nested structure of tensors with leading dim b, or None; as in
-        ``beam_search``, one of static length 0 on axis 1 may grow along it.
+      states: nested structure of tensors with leading dim b, or None.
       eos_id: the end-of-sentence id.
       alpha: length-penalty exponent for the returned score (the choice ignores it).
       max_length: ``T``, the static length of the id buffer; default max(decode_length).
       constraint: restricts each step's tokens; None = no restriction.
       constraint_state: its initial state, tensors with leading dim b.
+      growing_states: False: every state keeps its shape; True: every state of rank >= 2
+        grows along axis 1 (the Transformer's growing self-attention cache).
 
     Returns:
       ids: int32 [b, T], without the initial id, EOS-terminated, 0 after EOS.
       scores: float32 [b], log P / length_penalty(length, alpha).
     """
-    if not 0 <= eos_id < vocab_size:
-        raise ValueError(f"eos_id {eos_id} is outside the vocabulary [0, {vocab_size})")
+    check_eos(eos_id, vocab_size)
     states = {} if states is None else states
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     batch = tf.shape(initial_ids)[0]
-    decode_length, max_length = _decode_lengths(decode_length, batch, max_length)
+    decode_length, max_length = decode_lengths(decode_length, batch, max_length)
     positions = tf.range(max_length, dtype=tf.int32)
-    eos_mask = tf.one_hot(eos_id, vocab_size, on_value=True, off_value=False, dtype=tf.bool)
 
     def step(i, ids, last, log_prob, steps, done, states, constraint_state):
         # ids [b,T], last [b], log_prob [b], steps [b], done [b] bool.
         logits, states = symbols_to_logits_fn(last, i, states)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        if constraint is not None:
-            log_probs = constrain(log_probs, constraint, constraint_state, decode_length - i)
-        log_probs = tf.maximum(log_probs, NEG_INF)                        # [b,V]
-        last_position = (i + 1 >= decode_length)[:, None]
-        log_probs = tf.where(last_position & ~eos_mask, NEG_INF, log_probs)
+        log_probs = step_log_probs(logits, i, decode_length, eos_id, constraint,
+                                   constraint_state)                      # [b,V]
         token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
         token_log_prob = tf.gather(log_probs, token, batch_dims=1)
         active = ~done
@@ -85,5 +81,6 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                  tf.zeros([batch], tf.bool), states,
                  {} if constraint is None else constraint_state)
     _, ids, _, log_prob, steps, _, _, _ = tf.while_loop(
-        not_done, step, loop_vars, shape_invariants=loop_shape_invariants(loop_vars))
+        not_done, step, loop_vars,
+        shape_invariants=loop_shape_invariants(loop_vars, (6,) if growing_states else ()))
     return ids, log_prob / length_penalty(steps, alpha)

@@ -1,6 +1,6 @@
 """Translating text with a trained model: tokenise, batch by length, beam search, detokenise.
 
-    translator = Translator(model, vocabulary, beam_size=4, alpha=0.6, extra_length=50)
+    translator = Translator.from_decode_hparams(model, vocabulary, decode_hparams)
     translator.translate(["a sentence", "another"])        # -> best translation each
     translator.translate_nbest(["a sentence"])             # -> [[(text, score), ...]]
 
@@ -21,6 +21,7 @@ to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -29,8 +30,10 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
-from t2t_lite.decoding.beam_search import SearchConstraint, beam_search
+from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
+from t2t_lite.decoding.search_common import SearchConstraint
 from t2t_lite.errors import UserError
 
 logger = logging.getLogger(__name__)
@@ -106,17 +109,35 @@ class Translator:
         self.buckets = bucket_lengths(self.max_input_length)
         self.vocab_size = int(model.vocab_size)
         self._search_fn = tf.function(self._search, jit_compile=self.jit_compile)
-        self._bucket_fns: Dict[int, Callable] = {}
+        self._bucket_fns: Dict[Optional[int], Callable] = {}
         self._detokenize_fn = tf.function(
             vocabulary.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         self.translate_ids = tf.function(
             self._translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32)])
 
+    @classmethod
+    def from_decode_hparams(cls, model, vocabulary: Vocabulary,
+                            decode_hparams: DecodeHParams, jit_compile: bool = False,
+                            constraint: Optional[SearchConstraint] = None) -> "Translator":
+        """The ``Translator`` that decodes as ``decode_hparams`` say (beam size, alpha,
+        extra length, batch size, N-best, input limit): the one way the decoder, the
+        exporter, the trainer's evaluation and the attention summaries build theirs."""
+        return cls(model, vocabulary, beam_size=decode_hparams.beam_size,
+                   alpha=decode_hparams.alpha, extra_length=decode_hparams.extra_length,
+                   max_input_length=decode_hparams.max_input_length,
+                   return_beams=decode_hparams.return_beams, jit_compile=jit_compile,
+                   batch_size=decode_hparams.batch_size, constraint=constraint)
+
     # Shapes ---------------------------------------------------------------------------
-    def output_length(self, input_length: int) -> int:
-        """``T``, the id buffer length for inputs padded to ``input_length``."""
+    def output_length(self, input_length):
+        """``T``, the id buffer length for inputs padded to ``input_length`` (an int, or an
+        int32 scalar tensor inside the search traced for every bucket)."""
         length = input_length + self.extra_length
-        return min(length, self._max_positions) if self._max_positions else length
+        if not self._max_positions:
+            return length
+        if isinstance(length, int):
+            return min(length, self._max_positions)
+        return tf.minimum(length, self._max_positions)
 
     @property
     def max_output_length(self) -> int:
@@ -133,45 +154,52 @@ class Translator:
 
     # The search, in the graph ---------------------------------------------------------
     def _search(self, inputs):
-        """inputs int32 [b, L] (L static, 0-padded, EOS-terminated) ->
+        """inputs int32 [b, L] (0-padded, EOS-terminated; L static under XLA) ->
         (ids int32 [b, k, T], scores float32 [b, k]) with T = output_length(L)."""
-        length = inputs.shape[1]
+        length = inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]
         max_length = self.output_length(length)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
         decode_length = tf.minimum(source_lengths + self.extra_length, max_length)
         memory, memory_mask = self.model.encode(inputs, training=False)
         # XLA needs the preallocated fixed-shape cache; without it a growing cache costs
         # O(step) per step instead of O(max_length) (writes, attention, beam reorders).
+        growing = not self.jit_compile
         cache = self.model.initial_decode_cache(memory, memory_mask,
-                                                max_length if self.jit_compile else 0)
-        start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
-        constrained = {}
-        if self.constraint is not None:
-            constrained = dict(constraint=self.constraint,
-                               constraint_state=self.constraint.initial_state(inputs,
-                                                                              decode_length))
-        if self.beam_size == 1:
-            ids, scores = greedy_search(self.model.decode_step, start, decode_length,
-                                        self.vocab_size, states=cache, eos_id=EOS_ID,
-                                        alpha=self.alpha, max_length=max_length,
-                                        **constrained)
-            return ids[:, None, :], scores[:, None]
-        step_fn = self.model.decode_step
+                                                0 if growing else max_length)
+        step_fn = functools.partial(self.model.decode_step, growing=growing)
+        constants = None
         if hasattr(self.model, "split_memory_cache"):
             # Encoder-decoder keys/values once per sentence, not tiled to the beams.
             cache, constants = self.model.split_memory_cache(cache)
-            step_fn = self.model.beam_decode_step(constants, self.beam_size)
-        return beam_search(step_fn, start, self.beam_size, decode_length,
-                           self.vocab_size, self.alpha, states=cache, eos_id=EOS_ID,
-                           stop_early=not self.return_beams, max_length=max_length,
-                           **constrained)
+            step_fn = self.model.beam_decode_step(constants, self.beam_size, growing=growing)
+        start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
+        options = dict(states=cache, eos_id=EOS_ID, max_length=max_length,
+                       growing_states=growing)
+        if self.constraint is not None:
+            options.update(constraint=self.constraint,
+                           constraint_state=self.constraint.initial_state(inputs,
+                                                                          decode_length))
+        if self.beam_size == 1:
+            ids, scores = greedy_search(step_fn, start, decode_length, self.vocab_size,
+                                        alpha=self.alpha, **options)
+            return ids[:, None, :], scores[:, None]
+        if constants is not None and growing:
+            # Without XLA, finished sentences leave the batch (beam_search's shrink).
+            step_fn = self.model.sentence_decode_step(self.beam_size, growing=growing)
+            options.update(sentence_states=constants, shrink=True)
+        return beam_search(step_fn, start, self.beam_size, decode_length, self.vocab_size,
+                           self.alpha, stop_early=not self.return_beams, **options)
 
     def _bucket_fn(self, length: int) -> Callable:
-        """The search traced for inputs [None, length] (traced on first use)."""
-        if length not in self._bucket_fns:
-            self._bucket_fns[length] = self._search_fn.get_concrete_function(
-                tf.TensorSpec([None, length], tf.int32))
-        return self._bucket_fns[length]
+        """The search for inputs [None, length], traced on first use: once per bucket
+        under XLA (static shapes), once for every bucket without it ([None, None]; the
+        growing cache and the id buffers take their lengths at run time). Batches are
+        still padded to their bucket, so the numbers do not depend on this."""
+        key = length if self.jit_compile else None
+        if key not in self._bucket_fns:
+            self._bucket_fns[key] = self._search_fn.get_concrete_function(
+                tf.TensorSpec([None, key], tf.int32))
+        return self._bucket_fns[key]
 
     def _translate_ids(self, inputs):
         """inputs int32 [b, s] (0-padded, EOS-terminated) -> (ids int32 [b, k, T],

@@ -183,14 +183,16 @@ class MultiHeadAttention(keras.layers.Layer):
                 "v": ops.zeros((batch_size, max_length, self.num_heads, self.value_depth),
                                dtype)}
 
-    def self_attention_step(self, x, step, cache: Dict[str, tf.Tensor]):
+    def self_attention_step(self, x, step, cache: Dict[str, tf.Tensor], growing: bool = False):
         """One decoding position. x [b, 1, d_in], step int32 scalar, cache from
-        ``initial_cache`` -> (output [b, 1, output_channels], new cache). A preallocated
-        cache gets the keys and values written at ``step``, positions > step masked; a
-        growing one (length 0 at step 0, or unknown inside a loop) holds exactly ``step``
-        positions and gets this one appended."""
+        ``initial_cache`` -> (output [b, 1, output_channels], new cache).
+
+        ``growing`` says which cache ``initial_cache`` made: False, a preallocated one
+        ([b, L, h, d], L > step), which gets this position's keys and values written at
+        ``step`` and positions > step masked; True, a growing one holding exactly ``step``
+        positions ([b, step, h, d]), which gets this position appended."""
         q, k, v = self.project_self(x)
-        if is_growing_cache(cache["k"], step):
+        if growing:
             keys = ops.concatenate([cache["k"], ops.cast(k, cache["k"].dtype)], axis=1)
             values = ops.concatenate([cache["v"], ops.cast(v, cache["v"].dtype)], axis=1)
             output, _ = self.attend(q, keys, values)
@@ -228,20 +230,6 @@ class MultiHeadAttention(keras.layers.Layer):
                       output_channels=self.output_channels, dropout=self.dropout,
                       self_attention=self.self_attention)
         return config
-
-
-def is_growing_cache(keys, step) -> bool:
-    """Whether a self-attention cache tensor [b, L, h, d] at decoding position ``step``
-    grows by one position a step rather than being preallocated: its static length is
-    unknown (a ``tf.while_loop`` variable whose shape invariant relaxed it, as
-    ``beam_search`` does for states of length 0), or it holds exactly ``step`` positions
-    (``initial_cache(b, 0)`` at step 0, then one more each step). A preallocated cache
-    holds L > ``step`` positions."""
-    length = keys.shape[1]
-    if length is None:
-        return True
-    static_step = tf.get_static_value(step)
-    return length == 0 or (static_step is not None and length == int(static_step))
 
 
 def to_keras_mha_kernels(layer: MultiHeadAttention) -> Dict[str, np.ndarray]:

@@ -164,16 +164,19 @@ class DecoderLayer(_ResidualLayer):
         return {"self_k": cache["k"], "self_v": cache["v"],
                 "encdec_k": encdec_k, "encdec_v": encdec_v}
 
-    def step(self, x, step, cache: Dict[str, Any], memory_mask, beam_size: int = 1):
+    def step(self, x, step, cache: Dict[str, Any], memory_mask, beam_size: int = 1,
+             growing: bool = False):
         """One position: x [b, 1, d], step int32 scalar, memory_mask broadcastable to
         [b, h, 1, s] -> (y [b, 1, d], new cache). With ``beam_size`` n > 1, ``encdec_k``,
         ``encdec_v`` and ``memory_mask`` are per sentence ([b / n, ...]) while ``x`` and
-        the self-attention cache hold n hypotheses per sentence (sentence-major)."""
+        the self-attention cache hold n hypotheses per sentence (sentence-major).
+        ``growing``: the self-attention cache grows ([b, step, h, d]) rather than being
+        preallocated (``MultiHeadAttention.self_attention_step``)."""
         new_cache = dict(cache)
 
         def self_attend(y):
             out, updated = self.self_attention.self_attention_step(
-                y, step, {"k": cache["self_k"], "v": cache["self_v"]})
+                y, step, {"k": cache["self_k"], "v": cache["self_v"]}, growing=growing)
             new_cache["self_k"], new_cache["self_v"] = updated["k"], updated["v"]
             return out
 
@@ -271,11 +274,12 @@ class Decoder(_Stack):
         return {f"layer_{i}": layer.initial_cache(memory, max_length)
                 for i, layer in enumerate(self.blocks)}
 
-    def step(self, x, step, cache: Dict[str, Any], memory_mask, beam_size: int = 1):
-        """x [b, 1, d], step int32 scalar -> (y [b, 1, d], new cache); ``beam_size`` as
-        ``DecoderLayer.step``."""
+    def step(self, x, step, cache: Dict[str, Any], memory_mask, beam_size: int = 1,
+             growing: bool = False):
+        """x [b, 1, d], step int32 scalar -> (y [b, 1, d], new cache); ``beam_size`` and
+        ``growing`` as ``DecoderLayer.step``."""
         new_cache = {}
         for i, layer in enumerate(self.blocks):
             x, new_cache[f"layer_{i}"] = layer.step(x, step, cache[f"layer_{i}"], memory_mask,
-                                                    beam_size=beam_size)
+                                                    beam_size=beam_size, growing=growing)
         return self._finish(x), new_cache

@@ -149,8 +149,9 @@ class Transformer(keras.Model):
         """The cache for ``decode_step``; every tensor has leading dim b.
 
         ``max_decode_length`` L > 0 preallocates L self-attention positions per layer
-        (fixed shapes, for XLA); 0 starts empty self-attention caches that grow by one
-        position per step (cheaper without XLA: ``MultiHeadAttention.initial_cache``)."""
+        (fixed shapes, for XLA; decode with ``growing=False``); 0 starts empty
+        self-attention caches that grow by one position per step (cheaper without XLA;
+        decode with ``growing=True``)."""
         max_decode_length = int(max_decode_length)
         if self.hparams.pos == "emb" and max_decode_length > self.hparams.max_length:
             raise ValueError(f"max_decode_length {max_decode_length} exceeds the learned "
@@ -158,10 +159,14 @@ class Transformer(keras.Model):
         return {"decoder": self.decoder.initial_cache(memory, max_decode_length),
                 "memory_mask": ops.cast(memory_mask, "bool")}
 
-    def decode_step(self, ids, step, cache: Dict, beam_size: int = 1
+    def decode_step(self, ids, step, cache: Dict, beam_size: int = 1, growing: bool = False
                     ) -> Tuple[tf.Tensor, Dict]:
         """ids [b] int (decoder input at ``step``), step int32 scalar ->
         (float32 logits [b, V] for the next token, new cache).
+
+        ``growing`` says which cache ``initial_decode_cache`` made: False, preallocated
+        (self-attention keys/values [b, L, h, d] written at ``step``); True, growing
+        ([b, step, h, d] in, [b, step + 1, h, d] out).
 
         With ``beam_size`` n > 1, ``ids`` and the self-attention caches hold n hypotheses
         per sentence (sentence-major, [b*n, ...]) while ``memory_mask`` and the
@@ -173,17 +178,18 @@ class Transformer(keras.Model):
         x = self._embed(ids, self.target_positions, ops.reshape(step, (1,)), False)
         memory_mask = cache["memory_mask"][:, None, None, :]
         y, decoder_cache = self.decoder.step(x, step, cache["decoder"], memory_mask,
-                                             beam_size=beam_size)
+                                             beam_size=beam_size, growing=growing)
         logits = self.embedding.logits(y)[:, 0, :]
         return logits, {"decoder": decoder_cache, "memory_mask": cache["memory_mask"]}
 
     @staticmethod
     def split_memory_cache(cache: Dict) -> Tuple[Dict, Dict]:
-        """An ``initial_decode_cache`` -> (beam states, per-sentence constants) for beam
-        search: the states hold only the self-attention caches (tiled to the beams and
-        reordered each step); the constants hold ``memory_mask`` and every layer's
-        ``encdec_k``/``encdec_v`` [b, ...], to be captured by the step function
-        (``beam_decode_step``) rather than carried as loop states."""
+        """An ``initial_decode_cache`` -> (search states, per-sentence constants): the
+        states hold only the self-attention caches (``self_k``/``self_v`` [b, L, h, d],
+        tiled to the beams and reordered each step by beam search); the constants hold
+        ``memory_mask`` [b, s] and every layer's ``encdec_k``/``encdec_v`` [b, s, h, d],
+        to be captured by the step function (``beam_decode_step``) rather than carried as
+        loop states."""
         states = {"decoder": {}}
         constants = {"memory_mask": cache["memory_mask"], "decoder": {}}
         for name, layer in cache["decoder"].items():
@@ -192,15 +198,25 @@ class Transformer(keras.Model):
                                           "encdec_v": layer["encdec_v"]}
         return states, constants
 
-    def beam_decode_step(self, constants: Dict, beam_size: int):
+    def beam_decode_step(self, constants: Dict, beam_size: int, growing: bool = False):
         """``symbols_to_logits_fn(ids [b*n], step, states) -> (logits [b*n, V], states)``
-        for ``beam_search`` over the states of ``split_memory_cache``, reading the
-        per-sentence ``constants``; n = ``beam_size``."""
-        def step_fn(ids, step, states):
+        for ``beam_search`` (n = ``beam_size``) or ``greedy_search`` (n = 1) over the states
+        of ``split_memory_cache``, reading the per-sentence ``constants``; ``growing`` as
+        ``decode_step`` (pass the search ``growing_states=growing`` too)."""
+        step_fn = self.sentence_decode_step(beam_size, growing)
+        return lambda ids, step, states: step_fn(ids, step, states, constants)
+
+    def sentence_decode_step(self, beam_size: int, growing: bool = False):
+        """``(ids [b*n], step, states, constants) -> (logits [b*n, V], states)``: as
+        ``beam_decode_step``, with the per-sentence ``constants`` of ``split_memory_cache``
+        ([b, ...]) passed in, for ``beam_search(..., sentence_states=constants)`` (which
+        may drop finished sentences from them)."""
+        def step_fn(ids, step, states, constants):
             cache = {"memory_mask": constants["memory_mask"],
                      "decoder": {name: {**layer, **constants["decoder"][name]}
                                  for name, layer in states["decoder"].items()}}
-            logits, new_cache = self.decode_step(ids, step, cache, beam_size=beam_size)
+            logits, new_cache = self.decode_step(ids, step, cache, beam_size=beam_size,
+                                                 growing=growing)
             return logits, {"decoder": {
                 name: {"self_k": layer["self_k"], "self_v": layer["self_v"]}
                 for name, layer in new_cache["decoder"].items()}}

@@ -91,10 +91,14 @@ class AttentionMonitor:
 
     def _translate(self, probes: List[Probe]) -> List[str]:
         if self._translator is None:
+            from t2t_lite.decoding.config import parse_decode_hparams
             from t2t_lite.decoding.translator import Translator
-            self._translator = Translator(
-                self.model, self.vocabulary, beam_size=1, extra_length=self.config.max_tokens,
-                max_input_length=self.max_input_length,
+            # Greedy probe translations of at most max_tokens tokens past the input's.
+            decode_hparams = parse_decode_hparams("", self.problem.decode_defaults).replace(
+                beam_size=1, extra_length=self.config.max_tokens,
+                max_input_length=self.max_input_length)
+            self._translator = Translator.from_decode_hparams(
+                self.model, self.vocabulary, decode_hparams,
                 constraint=self.problem.decode_constraint(self.vocabulary))
         return self._translator.translate([probe.source for probe in probes])
 

@@ -26,11 +26,14 @@ class Evaluator:
       decode_sentences: the first N dev sentences are decoded and scored with the problem's
         text metrics (sacreBLEU for translation); 0 turns decoding off.
       beam_size: 1 = greedy decoding (the default during training).
+      decode_hparams: how to decode the dev sentences (alpha, extra length, batch size);
+        default: the problem's decode defaults (``problem.decode_defaults``). ``beam_size``
+        replaces its beam size and the model's ``max_length`` its input limit.
     """
 
     def __init__(self, model: keras.Model, problem, vocabulary, hparams: HParams,
                  data_dir: str, eval_steps: int = 0, decode_sentences: int = 100,
-                 beam_size: int = 1):
+                 beam_size: int = 1, decode_hparams=None):
         self.model = model
         self.problem = problem
         self.vocabulary = vocabulary
@@ -39,6 +42,7 @@ class Evaluator:
         self.eval_steps = eval_steps
         self.decode_sentences = decode_sentences
         self.beam_size = beam_size
+        self.decode_hparams = decode_hparams
         self._stats_fn = tf.function(self._batch_statistics)
         self._texts = None
         self._translator = None
@@ -68,7 +72,8 @@ class Evaluator:
     def text_metrics(self) -> Dict[str, float]:
         if not self.decode_sentences or not self.problem.eval_metrics:
             return {}
-        from t2t_lite.decoding.translator import Translator  # decoding depends on training
+        from t2t_lite.decoding.config import parse_decode_hparams
+        from t2t_lite.decoding.translator import Translator
         if self._texts is None:
             sources = eval_text(self.problem, self.data_dir, "dev")[0]
             references = self.problem.eval_references(self.data_dir, "dev")
@@ -76,11 +81,12 @@ class Evaluator:
                            list(references[: self.decode_sentences]))
         sources, references = self._texts
         if self._translator is None:  # one per run: its traced decode functions are reused
-            self._translator = Translator(
-                self.model, self.vocabulary, beam_size=self.beam_size,
-                alpha=self.problem.decode_defaults.get("alpha", 0.6),
-                extra_length=self.problem.decode_defaults.get("extra_length", 50),
-                max_input_length=self.hparams.max_length,
+            decode_hparams = (self.decode_hparams or
+                              parse_decode_hparams("", self.problem.decode_defaults))
+            self._translator = Translator.from_decode_hparams(
+                self.model, self.vocabulary,
+                decode_hparams.replace(beam_size=self.beam_size,
+                                       max_input_length=self.hparams.max_length),
                 constraint=self.problem.decode_constraint(self.vocabulary))
         hypotheses: List[str] = self._translator.translate(sources)
         return score_texts(self.problem.eval_metrics, hypotheses, references, sources)

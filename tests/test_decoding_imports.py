@@ -1,0 +1,36 @@
+"""Importing the decoding package's pure-Python parts must not import TensorFlow."""
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("module", ["t2t_lite.decoding", "t2t_lite.decoding.lines",
+                                    "t2t_lite.decoding.config"])
+def test_import_does_not_load_tensorflow(module):
+    code = (f"import sys, {module}\n"
+            "from t2t_lite.decoding import parse_decode_hparams\n"
+            "assert parse_decode_hparams('beam_size=2', {}).beam_size == 2\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_searches_load_on_first_use():
+    code = ("import sys, t2t_lite.decoding as d\n"
+            "assert 'tensorflow' not in sys.modules\n"
+            "from t2t_lite.decoding.beam_search import NEG_INF\n"   # the submodule first
+            "import t2t_lite.decoding.translator\n"
+            "from t2t_lite.decoding import beam_search, greedy_search, length_penalty\n"
+            "assert 'tensorflow' in sys.modules\n"
+            "assert sys.modules['t2t_lite.decoding.beam_search'].NEG_INF == NEG_INF\n"
+            "assert beam_search.__name__ == d.beam_search.__name__ == 'beam_search'\n"
+            "assert callable(greedy_search)\n"
+            "print(float(d.length_penalty(1, 1.0)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "1.0"
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        import t2t_lite.decoding as decoding
+        decoding.nothing  # noqa: B018
