@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
 from t2t_lite.commands.common import add_usr_dir_flag, run_reporting_errors
+from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_quantize
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, path_error
 
@@ -72,6 +73,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="with --attention_dir: how many translated lines to draw")
     parser.add_argument("--jit_compile", action="store_true",
                         help="compile the search with XLA (worth it on GPUs)")
+    add_quantize_flag(parser)
     add_usr_dir_flag(parser, run_dir=True)
     return parser.parse_args(argv)
 
@@ -83,6 +85,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def decode(args: argparse.Namespace) -> None:
     """The decoder's work for parsed flags; user errors raise (reported by ``main``)."""
+    prepare_quantize(args.quantize)  # before TensorFlow is imported
     if args.decode_from_file and not Path(args.decode_from_file).is_file():
         raise FileNotFoundError(f"--decode_from_file={args.decode_from_file} does not exist")
     if args.decode_reference and not Path(args.decode_reference).is_file():
@@ -107,6 +110,10 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                 args.checkpoint_path or None)
+    if args.quantize == "int8":
+        from t2t_lite.layers.int8 import kernel_name, quantize_model
+        quantize_model(model)
+        print(f"int8: matmul weights quantized (kernel {kernel_name()})", file=sys.stderr)
     hp = parse(args.decode_hparams, problem.decode_defaults)
     source_name = args.decode_from_file or "<stdin>"
     data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()

@@ -17,6 +17,7 @@ import sys
 from typing import List, Optional
 
 from t2t_lite.commands.common import add_usr_dir_flag, run_reporting_errors
+from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_quantize
 
 
 def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
@@ -32,6 +33,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--decode_hparams", default="",
                         help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,"
                              "max_input_length=0,return_beams=false'")
+    add_quantize_flag(parser)
     add_usr_dir_flag(parser, run_dir=True)
     return parser.parse_args(argv)
 
@@ -42,6 +44,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def run(args: argparse.Namespace):
+    prepare_quantize(args.quantize)  # before TensorFlow is imported
     from t2t_lite.decoding import parse
     from t2t_lite.export import export_translator
     from t2t_lite.run_loading import load_trained_model, resolve_checkpoint
@@ -57,11 +60,13 @@ def run(args: argparse.Namespace):
         run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                     checkpoint)
         hp = parse(args.decode_hparams, problem.decode_defaults)
-        path = export_translator(model, vocabulary, hp, args.export_dir,
-                                 info={"problem": run_config.problem,
-                                       "model": run_config.model,
-                                       "hparams_set": run_config.hparams_set,
-                                       "checkpoint": checkpoint},
+        info = {"problem": run_config.problem, "model": run_config.model,
+                "hparams_set": run_config.hparams_set, "checkpoint": checkpoint}
+        if args.quantize == "int8":
+            from t2t_lite.layers.int8 import quantize_model, quantize_record
+            quantize_model(model)
+            info.update(quantize_record())
+        path = export_translator(model, vocabulary, hp, args.export_dir, info=info,
                                  constraint=problem.decode_constraint(vocabulary))
     except BaseException:
         if created and os.path.isdir(args.export_dir) and not os.listdir(args.export_dir):
