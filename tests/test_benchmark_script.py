@@ -13,9 +13,9 @@ TINY = ["--hparams_set=transformer_tiny", "--hparams=num_hidden_layers=1",
         "--peak_seconds=0.01"]
 
 
-def _run(args):
+def _run(args, timeout=120):
     out = subprocess.run([sys.executable, str(SCRIPT)] + args + TINY, capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip().splitlines()
 
@@ -56,7 +56,7 @@ def _peers_installed() -> bool:
 def test_decode_compare_times_the_peers_and_keeps_the_last_line():
     lines = _run(["decode", "--batch=2", "--source_length=5", "--target_length=4",
                   "--beam_size=2", "--repeats=1", "--memory_per_sentence", "--compare",
-                  "--quantize=int8"])
+                  "--quantize=int8"], timeout=900)
     assert "int8: matmul weights quantized" in "\n".join(lines)
     for name in ("ctranslate2_float32", "ctranslate2_int8", "torch"):
         peer = [line for line in lines if line.startswith(f"peer {name}: ")]
@@ -69,7 +69,7 @@ def test_decode_compare_times_the_peers_and_keeps_the_last_line():
 @pytest.mark.skipif(not _peers_installed(),
                     reason='the peers are not installed (pip install -e ".[bench]")')
 def test_train_compare_times_torch_and_keeps_the_last_lines():
-    lines = _run(["train", "--batch=2", "--length=4", "--steps=1", "--compare"])
+    lines = _run(["train", "--batch=2", "--length=4", "--steps=1", "--compare"], timeout=900)
     assert [line for line in lines if line.startswith("peer torch: ")], lines
     ratio = [line for line in lines if line.startswith("ratio_vs_torch=")]
     assert len(ratio) == 1 and re.fullmatch(r"ratio_vs_torch=[\d.]+", ratio[0]), lines
