@@ -474,6 +474,9 @@ def main(argv=None) -> None:
                              "decode, PyTorch for train; pip install -e .[bench]) on the "
                              "same shapes and print ratio_vs_NAME lines (t2t-lite speed / "
                              "the peer's)")
+    common.add_argument("--peers", default="",
+                        help="with --compare: a comma-separated subset of the peers, e.g. "
+                             "ctranslate2_float32,ctranslate2_int8 (default: all)")
 
     train = sub.add_parser("train", parents=[common])
     train.add_argument("--batch", type=int, default=64)

@@ -257,7 +257,17 @@ def decode_peers(args, hparams, source_ids, t2t_seconds: float) -> Dict[str, flo
             hparams, args.vocab_size, source_ids, args.target_length, args.beam_size,
             args.repeats, threads),
     }
-    return _report(peers, tokens, t2t_seconds)
+    return _report(_select(peers, args), tokens, t2t_seconds)
+
+
+def _select(peers, args):
+    """The peers named by ``--peers`` (all by default)."""
+    names = [name for name in (getattr(args, "peers", "") or "").split(",") if name]
+    unknown = sorted(set(names) - set(peers))
+    if unknown:
+        raise SystemExit(f"error: --peers: unknown {', '.join(unknown)}; choose from "
+                         f"{', '.join(peers)}")
+    return {name: peers[name] for name in peers if not names or name in names}
 
 
 def train_peers(args, hparams, t2t_seconds: float) -> Dict[str, float]:
@@ -265,10 +275,11 @@ def train_peers(args, hparams, t2t_seconds: float) -> Dict[str, float]:
     threads = args.intra_threads or os.cpu_count() or 1
     peers = {"torch": lambda: torch_train_seconds(hparams, args.vocab_size, args.batch,
                                                   args.length, args.steps, threads)}
-    return _report(peers, args.batch * args.length, t2t_seconds)
+    return _report(_select(peers, args), args.batch * args.length, t2t_seconds)
 
 
 def _report(peers, tokens: int, t2t_seconds: float) -> Dict[str, float]:
+    print(f"t2t-lite: {t2t_seconds:.3f} s, tgt_tok_s={tokens / t2t_seconds:.0f}", flush=True)
     ratios = {}
     for name, timed in peers.items():
         seconds = timed()
