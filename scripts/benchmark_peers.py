@@ -24,11 +24,22 @@ import importlib.util
 import math
 import os
 import statistics
+import sys
 import tempfile
 import time
 from typing import Callable, Dict, List
 
 INSTALL_HINT = 'pip install -e ".[bench]"'
+PEERS = {"decode": ("ctranslate2_float32", "ctranslate2_int8", "torch"), "train": ("torch",)}
+
+
+def check_peers(mode: str, text: str) -> None:
+    """``--peers`` names only peers of ``mode``; else one ``error:`` line and exit 2."""
+    unknown = sorted({name for name in text.split(",") if name} - set(PEERS[mode]))
+    if unknown:
+        print(f"error: --peers: unknown {', '.join(unknown)} for {mode}; choose from "
+              f"{','.join(PEERS[mode])}", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def missing() -> List[str]:
@@ -263,10 +274,6 @@ def decode_peers(args, hparams, source_ids, t2t_seconds: float) -> Dict[str, flo
 def _select(peers, args):
     """The peers named by ``--peers`` (all by default)."""
     names = [name for name in (getattr(args, "peers", "") or "").split(",") if name]
-    unknown = sorted(set(names) - set(peers))
-    if unknown:
-        raise SystemExit(f"error: --peers: unknown {', '.join(unknown)}; choose from "
-                         f"{', '.join(peers)}")
     return {name: peers[name] for name in peers if not names or name in names}
 
 

@@ -86,3 +86,14 @@ def test_compare_without_the_peers_says_what_to_install(monkeypatch, capsys):
     assert capsys.readouterr().out.strip().splitlines() == [
         '--compare: ctranslate2, torch not installed; install the peers with '
         'pip install -e ".[bench]"']
+
+
+def test_unknown_peer_is_one_error_line():
+    out = subprocess.run([sys.executable, str(SCRIPT), "decode", "--compare",
+                          "--peers=ctranslate2_int8,onnx"] + TINY,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "error: --peers: unknown onnx for decode; choose from "
+        "ctranslate2_float32,ctranslate2_int8,torch"]
+    assert out.stdout == ""  # refused before any work (no header, no TensorFlow)
