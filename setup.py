@@ -57,6 +57,8 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=8,<10"],
+        # scripts/benchmark.py --compare: the peers timed beside t2t-lite
+        "bench": ["ctranslate2>=4.5,<5", "torch>=2.4,<3"],
     },
     entry_points={"console_scripts": [f"{name}={target}" for name, target in COMMANDS.items()]},
 )

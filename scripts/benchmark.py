@@ -28,6 +28,17 @@ Optimisations can be switched off to see what each buys: ``--no-jit_compile`` (X
 ``--no-memory_per_sentence`` (decode: encoder-decoder keys/values tiled to every beam and
 reordered each step instead of kept once per sentence), ``--mixed_precision`` (bfloat16
 compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_threads``.
+``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``; sets
+``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it).
+
+``--compare`` (train and decode) then times, in the same process and on the same shapes
+with random weights, the peers a user would pick instead (``scripts/benchmark_peers.py``;
+``pip install -e ".[bench]"``): CTranslate2 float32 and int8 and PyTorch ``nn.Transformer``
+for decoding, PyTorch for training. Each prints ``peer NAME: S s, tgt_tok_s=N`` and one
+``ratio_vs_NAME=R`` line, R = t2t-lite's tokens/s over the peer's (> 1: t2t-lite is
+faster), before the usual last lines. Without the extra it prints one line saying what
+to install. ``--peers=ctranslate2_float32,ctranslate2_int8`` times a subset (an unknown
+name is one ``error:`` line).
 """
 from __future__ import annotations
 
@@ -146,6 +157,8 @@ def peak_rss_mb() -> float:
 
 
 def setup_tf(args):
+    if getattr(args, "quantize", "none") == "int8" and "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # oneDNN's int8 matmul
     import tensorflow as tf
     if args.intra_threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
@@ -230,6 +243,7 @@ def make_train_step(args, hparams, batch: int, length: int):
 
 
 def cmd_train(args) -> None:
+    compare = args.compare and peers_ready(args)  # before TensorFlow is imported
     tf = setup_tf(args)
     hparams = get_hparams(args)
     _, run = make_train_step(args, hparams, args.batch, args.length)
@@ -244,6 +258,9 @@ def cmd_train(args) -> None:
           f"{time.perf_counter() - start:.1f} s", flush=True)
     peak = Peak(tf, args.peak_size, args.peak_seconds)
     result = timed_interleaved(run, peak, args.steps)
+    if compare:
+        import benchmark_peers
+        benchmark_peers.train_peers(args, hparams, statistics.median(result["times"]))
     report("train", result, flops, args.batch * args.length, True)
 
 
@@ -273,6 +290,10 @@ def make_decode(args, hparams):
     from t2t_lite.decoding.beam_search import beam_search
 
     model = build_model(args, hparams)
+    if args.quantize == "int8":
+        from t2t_lite.layers.int8 import kernel_name, quantize_model
+        quantize_model(model)
+        print(f"int8: matmul weights quantized (kernel {kernel_name()})", flush=True)
     eos_id, target_length, vocab = 1, args.target_length, args.vocab_size
     rng = np.random.default_rng(0)
     inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
@@ -317,6 +338,7 @@ def make_decode(args, hparams):
 
 def cmd_decode(args) -> None:
     import numpy as np
+    compare = args.compare and peers_ready(args)  # before TensorFlow is imported
     tf = setup_tf(args)
     hparams = get_hparams(args)
     run = make_decode(args, hparams)
@@ -324,8 +346,8 @@ def cmd_decode(args) -> None:
                          args.target_length, args.beam_size)
     print(f"decode {args.hparams_set} vocab={args.vocab_size} batch={args.batch} "
           f"source={args.source_length} target={args.target_length} beam={args.beam_size} "
-          f"memory_per_sentence={args.memory_per_sentence} {describe(args, tf)}",
-          flush=True)
+          f"memory_per_sentence={args.memory_per_sentence} quantize={args.quantize} "
+          f"{describe(args, tf)}", flush=True)
     print(f"required FLOPs per search: {flops / 1e9:.1f} GFLOP", flush=True)
     start = time.perf_counter()
     ids, scores = run()
@@ -339,7 +361,30 @@ def cmd_decode(args) -> None:
         raise SystemExit(f"hypotheses are not all {args.target_length} tokens: {lengths}")
     peak = Peak(tf, args.peak_size, args.peak_seconds)
     result = timed_interleaved(run, peak, args.repeats)
+    if compare:
+        import benchmark_peers
+        # The peers' own vocabularies keep ids 0-3 special: sources use ids >= 4, EOS added
+        # by CTranslate2 (and appended for PyTorch), source_length tokens in all.
+        rng = np.random.default_rng(1)
+        source = rng.integers(4, args.vocab_size, size=(args.batch, args.source_length - 1))
+        benchmark_peers.decode_peers(args, hparams, source, statistics.median(result["times"]))
     report("search", result, flops, args.batch * args.target_length, False)
+
+
+def peers_ready(args=None) -> bool:
+    """Whether ``--compare`` can run its peers; if not, prints one line saying what to
+    install. A ``--peers`` name that is not a peer of the mode exits with one error line."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import benchmark_peers
+    if args is not None:
+        benchmark_peers.check_peers(args.mode, args.peers)
+    absent = benchmark_peers.missing()
+    if absent:
+        print(f"--compare: {', '.join(absent)} not installed; install the peers with "
+              f"{benchmark_peers.INSTALL_HINT}", flush=True)
+        return False
+    benchmark_peers.preload()
+    return True
 
 
 # Sweep (the plot in docs/performance.md) --------------------------------------------------
@@ -429,6 +474,14 @@ def main(argv=None) -> None:
     common.add_argument("--peak_seconds", type=float, default=3.0,
                         help="length of each matmul-peak window around a timed step")
     common.add_argument("--warmup", type=int, default=2)
+    common.add_argument("--compare", action="store_true",
+                        help="also time the peers (CTranslate2 float32/int8 and PyTorch for "
+                             "decode, PyTorch for train; pip install -e .[bench]) on the "
+                             "same shapes and print ratio_vs_NAME lines (t2t-lite speed / "
+                             "the peer's)")
+    common.add_argument("--peers", default="",
+                        help="with --compare: a comma-separated subset of the peers, e.g. "
+                             "ctranslate2_float32,ctranslate2_int8 (default: all)")
 
     train = sub.add_parser("train", parents=[common])
     train.add_argument("--batch", type=int, default=64)
@@ -444,6 +497,9 @@ def main(argv=None) -> None:
     decode.add_argument("--repeats", type=int, default=5)
     decode.add_argument("--memory_per_sentence", action=argparse.BooleanOptionalAction,
                         default=False)
+    decode.add_argument("--quantize", default="none", choices=("none", "int8"),
+                        help="int8: int8 weights, per-row int8 activations "
+                             "(t2t_lite.layers.int8)")
 
     sweep = sub.add_parser("sweep", parents=[common])
     sweep.add_argument("--batches", default="16,32,64")

@@ -5,15 +5,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "benchmark.py"
 TINY = ["--hparams_set=transformer_tiny", "--hparams=num_hidden_layers=1",
         "--vocab_size=50", "--no-jit_compile", "--warmup=1", "--peak_size=64",
         "--peak_seconds=0.01"]
 
 
-def _run(args):
+def _run(args, timeout=120):
     out = subprocess.run([sys.executable, str(SCRIPT)] + args + TINY, capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=timeout)
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip().splitlines()
 
@@ -57,3 +59,56 @@ def test_decode_parts_whole_search_ab_checks_both_searches_agree():
     assert "identical ids and scores: True" in lines[0]
     assert [line.split(":")[0] for line in lines[1:3]] == ["reference", "current"]
     assert re.fullmatch(r"speedup current/reference: [\d.]+", lines[-1])
+
+
+def _peers_installed() -> bool:
+    import importlib.util
+    return all(importlib.util.find_spec(name) for name in ("ctranslate2", "torch"))
+
+
+@pytest.mark.skipif(not _peers_installed(),
+                    reason='the peers are not installed (pip install -e ".[bench]")')
+def test_decode_compare_times_the_peers_and_keeps_the_last_line():
+    lines = _run(["decode", "--batch=2", "--source_length=5", "--target_length=4",
+                  "--beam_size=2", "--repeats=1", "--memory_per_sentence", "--compare",
+                  "--quantize=int8"], timeout=900)
+    assert "int8: matmul weights quantized" in "\n".join(lines)
+    for name in ("ctranslate2_float32", "ctranslate2_int8", "torch"):
+        peer = [line for line in lines if line.startswith(f"peer {name}: ")]
+        assert len(peer) == 1 and re.search(r"tgt_tok_s=\d+$", peer[0]), lines
+        ratio = [line for line in lines if line.startswith(f"ratio_vs_{name}=")]
+        assert len(ratio) == 1 and float(ratio[0].split("=")[1]) > 0, lines
+    assert re.fullmatch(r"tgt_tok_s=\d+ mfu=[\d.]+", lines[-1]), lines[-1]
+
+
+@pytest.mark.skipif(not _peers_installed(),
+                    reason='the peers are not installed (pip install -e ".[bench]")')
+def test_train_compare_times_torch_and_keeps_the_last_lines():
+    lines = _run(["train", "--batch=2", "--length=4", "--steps=1", "--compare"], timeout=900)
+    assert [line for line in lines if line.startswith("peer torch: ")], lines
+    ratio = [line for line in lines if line.startswith("ratio_vs_torch=")]
+    assert len(ratio) == 1 and re.fullmatch(r"ratio_vs_torch=[\d.]+", ratio[0]), lines
+    assert lines[-2].startswith("peak_rss_mb=")
+    assert re.fullmatch(r"tgt_tok_s=\d+ step_s=[\d.]+ mfu=[\d.]+", lines[-1]), lines[-1]
+
+
+def test_compare_without_the_peers_says_what_to_install(monkeypatch, capsys):
+    sys.path.insert(0, str(SCRIPT.parent))
+    import benchmark
+    import benchmark_peers
+    monkeypatch.setattr(benchmark_peers, "missing", lambda: ["ctranslate2", "torch"])
+    assert benchmark.peers_ready() is False
+    assert capsys.readouterr().out.strip().splitlines() == [
+        '--compare: ctranslate2, torch not installed; install the peers with '
+        'pip install -e ".[bench]"']
+
+
+def test_unknown_peer_is_one_error_line():
+    out = subprocess.run([sys.executable, str(SCRIPT), "decode", "--compare",
+                          "--peers=ctranslate2_int8,onnx"] + TINY,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "error: --peers: unknown onnx for decode; choose from "
+        "ctranslate2_float32,ctranslate2_int8,torch"]
+    assert out.stdout == ""  # refused before any work (no header, no TensorFlow)

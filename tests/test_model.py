@@ -189,7 +189,8 @@ def test_layers_take_no_global_configuration():
             elif isinstance(node, ast.Import):
                 imported.update(alias.name for alias in node.names)
     assert {name for name in imported if name.startswith("t2t_lite")} <= {
-        "t2t_lite.layers.attention", "t2t_lite.layers.feed_forward", "t2t_lite.layers.embedding"}
+        "t2t_lite.layers.attention", "t2t_lite.layers.feed_forward", "t2t_lite.layers.embedding",
+        "t2t_lite.layers.int8"}
 
 
 def test_mixed_precision_logits_are_float32():

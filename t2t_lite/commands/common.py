@@ -38,7 +38,9 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
                 check: Optional[Callable[[argparse.ArgumentParser, argparse.Namespace],
                                          None]] = None,
                 failure_types: Callable[[], tuple] = tuple,
-                tensorflow: bool = True) -> int:
+                tensorflow: bool = True,
+                before_tensorflow: Optional[Callable[[argparse.Namespace], None]] = None
+                ) -> int:
     """Every command's ``main``: parses ``argv``; ``--registry_help`` prints the
     registries and returns; a missing ``required`` flag, or one ``check`` refuses
     (``parser.error``), is a usage error (exit status 2). With ``tensorflow`` it then
@@ -46,7 +48,9 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
     ``devices:`` line, unless ``body`` prints its own (``prints_devices``). Last it runs
     ``body(args)`` through ``run_reporting_errors``: an int ``body`` returns is the exit
     status; an exception of ``failure_types()`` (called once TensorFlow is imported, so
-    they may be TensorFlow's) prints one ``error:`` line and exits with status 1."""
+    they may be TensorFlow's) prints one ``error:`` line and exits with status 1.
+    ``before_tensorflow(args)`` runs first inside that reporting (a ``UserError`` it raises
+    is one ``error:`` line): settings that must precede ``import tensorflow`` go there."""
     args = parser.parse_args(argv)
     if args.registry_help:
         return print_registry_help(args.t2t_usr_dir)
@@ -55,6 +59,8 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
         check(parser, args)
 
     def run() -> object:
+        if before_tensorflow is not None:
+            before_tensorflow(args)
         if tensorflow:
             gpus = start_tensorflow(args.verbosity)
             if not getattr(body, "prints_devices", False):

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
 from t2t_lite.commands.common import command_parser, run_command
+from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_quantize
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, path_error
 
@@ -70,11 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --attention_dir: how many translated lines to draw")
     parser.add_argument("--jit_compile", action="store_true",
                         help="compile the search with XLA (worth it on GPUs)")
+    add_quantize_flag(parser)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return run_command(build_parser(), argv, decode, required=("output_dir",))
+    return run_command(build_parser(), argv, decode, required=("output_dir",),
+                       before_tensorflow=lambda args: prepare_quantize(args.quantize))
 
 
 def decode(args: argparse.Namespace) -> None:
@@ -103,6 +106,10 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                 args.checkpoint_path or None)
+    if args.quantize == "int8":
+        from t2t_lite.layers.int8 import kernel_name, quantize_model
+        quantize_model(model)
+        print(f"int8: matmul weights quantized (kernel {kernel_name()})", file=sys.stderr)
     hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
     source_name = args.decode_from_file or "<stdin>"
     data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()

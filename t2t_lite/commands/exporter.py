@@ -17,6 +17,7 @@ import sys
 from typing import List, Optional
 
 from t2t_lite.commands.common import command_parser, run_command
+from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_quantize
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,11 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--decode_hparams", default="",
                         help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,"
                              "max_input_length=0,return_beams=false'")
+    add_quantize_flag(parser)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return run_command(build_parser(), argv, run, required=("output_dir", "export_dir"))
+    return run_command(build_parser(), argv, run, required=("output_dir", "export_dir"),
+                       before_tensorflow=lambda args: prepare_quantize(args.quantize))
 
 
 def run(args: argparse.Namespace):
@@ -52,11 +55,13 @@ def run(args: argparse.Namespace):
         run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                     checkpoint)
         hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
-        path = export_translator(model, vocabulary, hp, args.export_dir,
-                                 info={"problem": run_config.problem,
-                                       "model": run_config.model,
-                                       "hparams_set": run_config.hparams_set,
-                                       "checkpoint": checkpoint},
+        info = {"problem": run_config.problem, "model": run_config.model,
+                "hparams_set": run_config.hparams_set, "checkpoint": checkpoint}
+        if args.quantize == "int8":
+            from t2t_lite.layers.int8 import quantize_model, quantize_record
+            quantize_model(model)
+            info.update(quantize_record())
+        path = export_translator(model, vocabulary, hp, args.export_dir, info=info,
                                  constraint=problem.decode_constraint(vocabulary))
     except BaseException:
         if created and os.path.isdir(args.export_dir) and not os.listdir(args.export_dir):

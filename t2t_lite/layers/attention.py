@@ -42,6 +42,8 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from t2t_lite.layers.int8 import get_kernel, int8_matmul
+
 
 def padding_mask(ids: tf.Tensor, pad_id: int = 0) -> tf.Tensor:
     """ids [b, k] -> bool [b, 1, 1, k], True at real (non-padding) keys."""
@@ -118,9 +120,17 @@ class MultiHeadAttention(keras.layers.Layer):
     def _kernel(self, variable):
         return ops.cast(variable, self.compute_dtype)
 
+    def _matmul(self, x, name: str):
+        """x [..., d] @ the kernel ``name`` -> [..., channels]; int8 after
+        ``t2t_lite.layers.int8.quantize_model``."""
+        kernel = get_kernel(self, name)
+        if kernel is not None:
+            return int8_matmul(x, kernel, self.compute_dtype)
+        return ops.matmul(x, self._kernel(getattr(self, name)))
+
     def project_self(self, x) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """x [b, n, d_in] -> q [b, n, h, d_k], k [b, n, h, d_k], v [b, n, h, d_v]."""
-        qkv = ops.matmul(x, self._kernel(self.qkv_kernel))
+        qkv = self._matmul(x, "qkv_kernel")
         kc = self.key_channels
         return (self._split_heads(qkv[..., :kc], self.key_depth),
                 self._split_heads(qkv[..., kc:2 * kc], self.key_depth),
@@ -128,12 +138,12 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def project_query(self, x) -> tf.Tensor:
         """x [b, n, d_in] -> q [b, n, h, d_k] (encoder-decoder attention)."""
-        return self._split_heads(ops.matmul(x, self._kernel(self.q_kernel)), self.key_depth)
+        return self._split_heads(self._matmul(x, "q_kernel"), self.key_depth)
 
     def project_memory(self, memory) -> Tuple[tf.Tensor, tf.Tensor]:
         """memory [b, k, d_mem] -> keys [b, k, h, d_k], values [b, k, h, d_v]."""
         memory = ops.cast(memory, self.compute_dtype)
-        kv = ops.matmul(memory, self._kernel(self.kv_kernel))
+        kv = self._matmul(memory, "kv_kernel")
         kc = self.key_channels
         return (self._split_heads(kv[..., :kc], self.key_depth),
                 self._split_heads(kv[..., kc:], self.value_depth))
@@ -151,7 +161,7 @@ class MultiHeadAttention(keras.layers.Layer):
         context = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.value_channels))
-        return ops.matmul(context, self._kernel(self.output_kernel)), weights
+        return self._matmul(context, "output_kernel"), weights
 
     def call(self, query, memory=None, attention_mask=None, training=False,
              return_attention_weights=False):

@@ -16,6 +16,8 @@ import math
 import keras
 from keras import ops
 
+from t2t_lite.layers.int8 import get_kernel, int8_matmul
+
 
 def timing_signal(positions, channels: int):
     """positions [n] (int or float) -> float32 [n, channels] sinusoids; channels even."""
@@ -102,6 +104,9 @@ class SharedEmbedding(keras.layers.Layer):
         return x * ops.cast(ops.not_equal(ids, self.pad_id), self.compute_dtype)[..., None]
 
     def logits(self, x):
+        quantized = get_kernel(self, "softmax")
+        if quantized is not None:  # int8 inference (t2t_lite.layers.int8.quantize_model)
+            return int8_matmul(x, quantized, "float32")
         kernel = self.embeddings if self.shared_softmax else self.softmax_kernel
         logits = ops.matmul(x, ops.transpose(ops.cast(kernel, self.compute_dtype)))
         return ops.cast(logits, "float32")

@@ -7,6 +7,9 @@ tensor2tensor. Both dense layers carry biases, as in the paper and tensor2tensor
 from __future__ import annotations
 
 import keras
+from keras import ops
+
+from t2t_lite.layers.int8 import get_kernel, int8_matmul
 
 
 class FeedForward(keras.layers.Layer):
@@ -36,6 +39,11 @@ class FeedForward(keras.layers.Layer):
 
     def call(self, x, training=False):
         """x [b, n, d_in] -> [b, n, output_channels]."""
+        hidden, output = get_kernel(self, "hidden"), get_kernel(self, "output")
+        if hidden is not None and output is not None:  # int8 inference (quantize_model)
+            dtype = self.compute_dtype
+            h = ops.relu(int8_matmul(x, hidden, dtype) + ops.cast(self.hidden.bias, dtype))
+            return int8_matmul(h, output, dtype) + ops.cast(self.output_dense.bias, dtype)
         return self.output_dense(self.dropout_layer(self.hidden(x), training=training))
 
     def get_config(self):

@@ -1,0 +1,38 @@
+"""``--quantize``: int8 inference for the decoder, the exporter and the benchmark.
+
+``--quantize=int8`` stores the model's matmul weights as int8 and quantizes activations per
+row (``t2t_lite.layers.int8``); ``none`` (the default) decodes in float32. Nothing here
+imports TensorFlow: ``prepare_quantize`` must run before it is imported, because it turns
+on oneDNN's ops (``TF_ENABLE_ONEDNN_OPTS=1``, unless the environment already sets it), which
+hold the fast int8 matmul."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+QUANTIZE_CHOICES = ("none", "int8")
+
+
+def add_quantize_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quantize", default="none", metavar="|".join(QUANTIZE_CHOICES),
+                        help="int8: int8 weights and per-row int8 activations in every "
+                             "matmul (faster on CPUs, see docs/decoding.md); none: float32")
+
+
+def check_quantize(value: str) -> str:
+    """The ``--quantize`` value, or a ``UserError`` naming the valid ones."""
+    if value not in QUANTIZE_CHOICES:
+        from t2t_lite.errors import UserError
+        raise UserError(f"--quantize={value} is not supported; use --quantize=int8 or "
+                        f"--quantize=none")
+    return value
+
+
+def prepare_quantize(value: str) -> str:
+    """Checks ``value``; for int8, turns on oneDNN's ops if TensorFlow is not imported yet
+    and ``TF_ENABLE_ONEDNN_OPTS`` is unset. Returns the value."""
+    check_quantize(value)
+    if value == "int8" and "tensorflow" not in sys.modules:
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+    return value

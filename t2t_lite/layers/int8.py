@@ -1,0 +1,192 @@
+"""Int8 inference: weights stored as int8, activations quantized per row at run time.
+
+``quantize_model(model)`` replaces, for inference, every matmul of a built and restored
+``Transformer`` (fused Q/K/V, Q, K/V and output projections, both feed-forward layers and
+the tied softmax projection) with an int8 one; the float32 variables are left untouched
+(training and checkpoints are unaffected). Shapes (k input channels, n output channels):
+
+* weights ``w`` float32 [k, n] -> ``q`` int8 [k, n] and ``scale`` float32 [n]:
+  symmetric, per output channel, ``q = round(w / scale)``, ``scale = max|w[:, j]| / 63``.
+  Weights use 7 bits (|q| <= 63): oneDNN's u8 x s8 kernels sum adjacent products in
+  int16 on CPUs where they do not take the VNNI path, and 255 * 63 * 2 cannot saturate.
+* activations ``x`` float [..., k] -> int8 [..., k] with one scale per row
+  ``s = max|x[r, :]| / 127`` (dynamic, computed on every call);
+* ``int8_matmul(x, kernel)`` -> float32 [..., n] = (x_q @ q) * s * scale, the product
+  accumulated exactly in int32.
+
+Two kernels compute the same int32 product:
+
+* ``onednn``: ``QuantizedMatMulWithBiasAndDequantize`` (oneDNN, VNNI where the CPU has it),
+  used when oneDNN's ops are on in this process (``TF_ENABLE_ONEDNN_OPTS=1`` before
+  TensorFlow is imported; ``t2t-lite-decoder --quantize=int8`` and ``t2t-lite-exporter
+  --quantize=int8`` set it). Activations go in as u8 = x_q + 128; the bias input
+  ``-128 * colsum(q)`` removes the offset, so the result is x_q @ q exactly.
+* ``xla``: ``tf.linalg.matmul(int8, int8, output_type=int32)`` in an XLA-compiled
+  function, used otherwise and always inside an XLA-compiled caller (``jit_compile``) (TensorFlow's own BatchMatMulV3 int8 kernel is slower than
+  float32 on CPU).
+
+A SavedModel keeps the kernel it was traced with (recorded in ``t2t_lite_export.json``);
+one traced with ``onednn`` needs ``TF_ENABLE_ONEDNN_OPTS=1`` where it is loaded.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import tensorflow as tf
+
+WEIGHT_LEVELS = 63.0       # 7-bit weights (see the module docstring)
+ACTIVATION_LEVELS = 127.0  # 8-bit activations
+QUANTIZE_CHOICES = ("none", "int8")
+
+
+def onednn_enabled() -> bool:
+    """Whether oneDNN's ops (and so its int8 matmul) are on in this process."""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):  # pragma: no cover - other TF builds
+        return False
+
+
+def kernel_name() -> str:
+    """The int8 kernel ``int8_matmul`` traces with in this process: onednn or xla."""
+    return "onednn" if onednn_enabled() else "xla"
+
+
+class Int8Kernel(tf.Module):
+    """One quantized weight matrix: ``q`` int8 [k, n], ``scale`` float32 [n] and
+    ``compensation`` float32 [n] = -128 * sum_k q[k, n] (the oneDNN kernel's bias)."""
+
+    def __init__(self, weights, name: str = "int8_kernel"):
+        super().__init__(name=name)
+        w = tf.convert_to_tensor(weights, tf.float32)
+        scale = tf.reduce_max(tf.abs(w), axis=0) / WEIGHT_LEVELS
+        scale = tf.where(scale > 0, scale, tf.ones_like(scale))
+        q = tf.cast(tf.clip_by_value(tf.round(w / scale), -WEIGHT_LEVELS, WEIGHT_LEVELS),
+                    tf.int8)
+        self.q = tf.Variable(q, trainable=False, name="q")
+        self.scale = tf.Variable(scale, trainable=False, name="scale")
+        self.compensation = tf.Variable(
+            -128.0 * tf.reduce_sum(tf.cast(q, tf.float32), axis=0), trainable=False,
+            name="compensation")
+
+    def dequantized(self) -> tf.Tensor:
+        """float32 [k, n]: the weights this kernel multiplies by."""
+        return tf.cast(self.q, tf.float32) * self.scale
+
+
+def quantize_rows(x):
+    """x float [m, k] -> (int8 [m, k], float32 scales [m, 1]), symmetric per row."""
+    x = tf.cast(x, tf.float32)
+    scale = tf.reduce_max(tf.abs(x), axis=-1, keepdims=True) / ACTIVATION_LEVELS
+    scale = tf.where(scale > 0, scale, tf.ones_like(scale))
+    return tf.cast(tf.round(x / scale), tf.int8), scale
+
+
+def _in_xla_context() -> bool:
+    """Whether the op being traced belongs to an XLA-compiled function."""
+    try:
+        from tensorflow.python.ops import control_flow_util
+        graph = tf.compat.v1.get_default_graph()
+        return bool(control_flow_util.GraphOrParentsInXlaContext(graph))
+    except (ImportError, AttributeError):  # pragma: no cover - other TF builds
+        return False
+
+
+def _onednn_product(x_q, q, compensation):
+    """int8 [m, k] @ int8 [k, n] -> float32 [m, n], exact (oneDNN u8 x s8)."""
+    x_u8 = tf.bitcast(tf.cast(tf.cast(x_q, tf.int32) + 128, tf.uint8), tf.quint8)
+    return tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+        a=x_u8, b=tf.bitcast(q, tf.qint8), bias=compensation,
+        min_a=0.0, max_a=255.0, min_b=-127.0, max_b=127.0,
+        min_freezed_output=-1.0, max_freezed_output=1.0, Toutput=tf.float32,
+        input_quant_mode="SCALED")
+
+
+@tf.function(jit_compile=True)
+def _xla_product(x_q, q):
+    """int8 [m, k] @ int8 [k, n] -> float32 [m, n], accumulated in int32 (XLA)."""
+    return tf.cast(tf.linalg.matmul(x_q, q, output_type=tf.int32), tf.float32)
+
+
+def int8_matmul(x, kernel: Int8Kernel, dtype=tf.float32):
+    """x float [..., k] -> [..., n] in ``dtype``: x quantized per row times the int8
+    kernel, rescaled by the row and column scales."""
+    shape = tf.shape(x)
+    rows = tf.reshape(x, [-1, shape[-1]])
+    x_q, row_scale = quantize_rows(rows)
+    if _in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
+        product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32), tf.float32)
+    elif onednn_enabled():
+        product = _onednn_product(x_q, kernel.q, kernel.compensation)
+    else:
+        product = _xla_product(x_q, tf.convert_to_tensor(kernel.q))
+    out = product * row_scale * kernel.scale
+    n = tf.shape(kernel.q)[1]
+    return tf.cast(tf.reshape(out, tf.concat([shape[:-1], [n]], axis=0)), dtype)
+
+
+class Int8Weights(tf.Module):
+    """Every quantized kernel of a model (so that a SavedModel tracks them)."""
+
+    def __init__(self, kernels: List[Int8Kernel]):
+        super().__init__(name="int8_weights")
+        self.kernels = kernels
+
+
+def get_kernel(layer, name: str):
+    """The ``Int8Kernel`` that replaces ``layer``'s weight ``name``, or None (float)."""
+    kernels: Dict[str, Int8Kernel] = getattr(layer, "_t2t_int8_kernels", None) or {}
+    return kernels.get(name)
+
+
+def _attach(layer, name: str, weights, kernels: List[Int8Kernel]) -> None:
+    table = getattr(layer, "_t2t_int8_kernels", None)
+    if table is None:
+        table = {}
+        object.__setattr__(layer, "_t2t_int8_kernels", table)  # untracked by Keras
+    kernel = Int8Kernel(weights, name=f"{layer.name}_{name}")
+    table[name] = kernel
+    kernels.append(kernel)
+
+
+def quantize_model(model) -> Int8Weights:
+    """Quantizes a built ``Transformer``'s matmul weights for inference (in place: its
+    attention, feed-forward and embedding layers then multiply in int8). Returns the
+    kernels as one ``tf.Module`` (also ``model.int8_weights``) for SavedModel tracking.
+    Calling it again re-quantizes from the current float32 variables."""
+    from t2t_lite.layers.attention import MultiHeadAttention
+    from t2t_lite.layers.embedding import SharedEmbedding
+    from t2t_lite.layers.feed_forward import FeedForward
+
+    if not model.built:
+        raise ValueError("quantize_model needs a built model with its weights restored")
+    kernels: List[Int8Kernel] = []
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, MultiHeadAttention):
+            names = (("qkv_kernel",) if layer.self_attention
+                     else ("q_kernel", "kv_kernel")) + ("output_kernel",)
+            for name in names:
+                _attach(layer, name, getattr(layer, name), kernels)
+        elif isinstance(layer, FeedForward):
+            _attach(layer, "hidden", layer.hidden.kernel, kernels)
+            _attach(layer, "output", layer.output_dense.kernel, kernels)
+        elif isinstance(layer, SharedEmbedding):
+            matrix = layer.embeddings if layer.shared_softmax else layer.softmax_kernel
+            _attach(layer, "softmax", tf.transpose(matrix), kernels)
+    weights = Int8Weights(kernels)
+    object.__setattr__(model, "int8_weights", weights)
+    return weights
+
+
+def quantization_of(model) -> str:
+    """"int8" when ``quantize_model`` was applied to ``model``, else "none"."""
+    return "int8" if getattr(model, "int8_weights", None) is not None else "none"
+
+
+def quantize_record() -> dict:
+    """What an export records about its int8 weights (``t2t_lite_export.json``)."""
+    record = {"quantize": "int8", "int8_kernel": kernel_name()}
+    if record["int8_kernel"] == "onednn":
+        record["load_environment"] = "TF_ENABLE_ONEDNN_OPTS=1"
+    return record

@@ -1,0 +1,178 @@
+"""Int8 inference (t2t_lite.layers.int8): the int8 product is exact, a quantized random
+model's logits stay close to float32, --quantize is one flag in the decoder and the
+exporter, and an int8 SavedModel translates in a fresh process as the int8 decoder does."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import registry
+from t2t_lite.commands import decoder, exporter
+from t2t_lite.layers.int8 import (ACTIVATION_LEVELS, WEIGHT_LEVELS, Int8Kernel, int8_matmul,
+                                  kernel_name, quantize_model, quantization_of)
+from t2t_lite.models.transformer import Transformer
+
+from run_dir_helpers import tiny_run_dir
+from test_exporter import DECODE_HPARAMS, FRESH_PROCESS, SENTENCES
+
+# Stated tolerance of int8 logits against float32 on a random-weight model: the largest
+# absolute difference at most 5% of the float32 logits' largest magnitude, the mean
+# difference at most 1% of it.
+MAX_TOLERANCE = 0.05
+MEAN_TOLERANCE = 0.01
+
+
+def reference_int8_matmul(x, w):
+    """numpy: x [m, k] per-row int8, w [k, n] per-column 7-bit, int64 product, rescaled."""
+    w_scale = np.abs(w).max(axis=0) / WEIGHT_LEVELS
+    w_q = np.clip(np.round(w / w_scale), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int64)
+    x_scale = np.abs(x).max(axis=1, keepdims=True) / ACTIVATION_LEVELS
+    x_q = np.round(x / x_scale).astype(np.int64)
+    return (x_q @ w_q).astype(np.float64) * x_scale * w_scale
+
+
+def test_int8_matmul_is_the_exact_int8_product_rescaled():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 3, 40)).astype(np.float32)      # [b, n, k]
+    w = rng.standard_normal((40, 24)).astype(np.float32)        # [k, n]
+    out = int8_matmul(tf.constant(x), Int8Kernel(w)).numpy()
+    assert out.shape == (6, 3, 24)
+    expected = reference_int8_matmul(x.reshape(18, 40), w).reshape(6, 3, 24)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    # ... and it is an approximation of the float product, not the float product itself.
+    exact = x @ w
+    assert 0 < np.abs(out - exact).max() < 0.05 * np.abs(exact).max()
+
+
+ONEDNN_CHECK = r"""
+import numpy as np, tensorflow as tf
+from t2t_lite.layers.int8 import Int8Kernel, _xla_product, int8_matmul, kernel_name, quantize_rows
+rng = np.random.default_rng(1)
+x = rng.standard_normal((33, 512)).astype(np.float32) * 3
+kernel = Int8Kernel(rng.standard_normal((512, 300)).astype(np.float32))
+x_q, scale = quantize_rows(tf.constant(x))
+xla = _xla_product(x_q, kernel.q).numpy() * scale.numpy() * kernel.scale.numpy()
+print(kernel_name(), float(np.abs(int8_matmul(tf.constant(x), kernel).numpy() - xla).max()))
+"""
+
+
+def test_onednn_kernel_gives_the_xla_kernels_product():
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", ONEDNN_CHECK], capture_output=True,
+                            text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    name, difference = result.stdout.split()
+    assert name == "onednn"
+    assert float(difference) < 1e-3   # the same int32 product; float rescaling order only
+
+
+def _random_model(seed=3):
+    import keras
+    keras.utils.set_random_seed(seed)
+    model = Transformer(registry.hparams("transformer_tiny", "num_hidden_layers=2"), 300)
+    model.build()
+    return model
+
+
+def _assert_close(quantized, reference):
+    scale = np.abs(reference).max()
+    difference = np.abs(quantized - reference)
+    assert difference.max() <= MAX_TOLERANCE * scale, (difference.max(), scale)
+    assert difference.mean() <= MEAN_TOLERANCE * scale, (difference.mean(), scale)
+    assert difference.max() > 0  # the int8 path really ran
+
+
+def test_quantized_random_model_logits_are_close_to_float32():
+    model = _random_model()
+    rng = np.random.default_rng(0)
+    features = {"inputs": rng.integers(2, 300, (4, 9)).astype(np.int32),
+                "targets": rng.integers(2, 300, (4, 7)).astype(np.int32)}
+    features["inputs"][:, -1] = features["targets"][:, -1] = 1
+    memory, mask = model.encode(features["inputs"])
+    cache = model.initial_decode_cache(memory, mask, 0)
+    ids = tf.zeros([4], tf.int32)
+    reference = model(features).numpy()
+    reference_steps = []
+    for step in range(3):
+        logits, cache = model.decode_step(ids, step, cache)
+        reference_steps.append(logits.numpy())
+        ids = tf.constant(features["targets"][:, step])
+    assert quantization_of(model) == "none"
+
+    weights = quantize_model(model)
+    assert quantization_of(model) == "int8"
+    # 2 layers x (encoder: qkv, out, ffn 2; decoder: qkv, out, q, kv, out, ffn 2) + softmax
+    assert len(weights.kernels) == 2 * (4 + 7) + 1
+    assert all(k.q.dtype == tf.int8 and int(tf.reduce_max(tf.abs(tf.cast(k.q, tf.int32))))
+               <= WEIGHT_LEVELS for k in weights.kernels)
+    _assert_close(model(features).numpy(), reference)
+    memory, mask = model.encode(features["inputs"])
+    cache = model.initial_decode_cache(memory, mask, 0)
+    ids = tf.zeros([4], tf.int32)
+    for step in range(3):
+        logits, cache = model.decode_step(ids, step, cache)
+        _assert_close(logits.numpy(), reference_steps[step])
+        ids = tf.constant(features["targets"][:, step])
+    # The float32 variables are untouched (checkpoints and training see no change).
+    assert all(v.dtype == "float32" for v in model.weights)
+
+
+def test_quantize_needs_a_built_model():
+    model = Transformer(registry.hparams("transformer_tiny", ""), 50)
+    with pytest.raises(ValueError, match="built model"):
+        quantize_model(model)
+
+
+@pytest.mark.parametrize("command", ["decoder", "exporter"])
+def test_bad_quantize_value_is_one_error_line(capsys, tmp_path, command):
+    tiny_run_dir()
+    capsys.readouterr()  # the run directory's datagen progress
+    if command == "decoder":
+        source = tmp_path / "in.txt"
+        source.write_text("one\n")
+        status = decoder.main(["--output_dir", str(tiny_run_dir()), "--decode_from_file",
+                               str(source), "--quantize=int4"])
+    else:
+        status = exporter.main(["--output_dir", str(tiny_run_dir()), "--export_dir",
+                                str(tmp_path / "export"), "--quantize=int4"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2
+    assert err == ["error: --quantize=int4 is not supported; use --quantize=int8 or "
+                   "--quantize=none"]
+
+
+@pytest.mark.slow
+def test_int8_export_translates_as_the_int8_decoder_in_a_fresh_process(capsys, tmp_path):
+    export_dir = tmp_path / "export"
+    assert exporter.main(["--output_dir", str(tiny_run_dir()), "--export_dir",
+                          str(export_dir), "--decode_hparams", DECODE_HPARAMS,
+                          "--quantize=int8"]) == 0
+    info = json.loads((export_dir / "t2t_lite_export.json").read_text())
+    assert info["quantize"] == "int8" and info["int8_kernel"] == kernel_name()
+
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(export_dir)],
+                            input=json.dumps(SENTENCES), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["modules"] == []
+
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    decoded = {}
+    for quantize in ("int8", "none"):
+        target = tmp_path / f"out.{quantize}.txt"
+        capsys.readouterr()
+        assert decoder.main(["--output_dir", str(tiny_run_dir()), "--decode_from_file",
+                             str(source), "--decode_to_file", str(target),
+                             "--decode_hparams", DECODE_HPARAMS,
+                             f"--quantize={quantize}"]) == 0
+        err = capsys.readouterr().err
+        assert ("int8: matmul weights quantized" in err) == (quantize == "int8")
+        decoded[quantize] = target.read_text(encoding="utf-8").split("\n")[:-1]
+    assert served["translations"] == decoded["int8"]
+    assert all(served["translations"][i] for i in (0, 2, 3, 4))
