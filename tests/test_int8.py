@@ -98,7 +98,7 @@ def test_quantized_random_model_logits_are_close_to_float32():
     reference = model(features).numpy()
     reference_steps = []
     for step in range(3):
-        logits, cache = model.decode_step(ids, step, cache)
+        logits, cache = model.decode_step(ids, step, cache, growing=True)
         reference_steps.append(logits.numpy())
         ids = tf.constant(features["targets"][:, step])
     assert quantization_of(model) == "none"
@@ -114,7 +114,7 @@ def test_quantized_random_model_logits_are_close_to_float32():
     cache = model.initial_decode_cache(memory, mask, 0)
     ids = tf.zeros([4], tf.int32)
     for step in range(3):
-        logits, cache = model.decode_step(ids, step, cache)
+        logits, cache = model.decode_step(ids, step, cache, growing=True)
         _assert_close(logits.numpy(), reference_steps[step])
         ids = tf.constant(features["targets"][:, step])
     # The float32 variables are untouched (checkpoints and training see no change).
