@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from t2t_lite.commands import avg_checkpoints, decoder, exporter
 from t2t_lite.commands import trainer as trainer_command
-from t2t_lite.run_config import RUN_CONFIG_FILE, RunConfig
+from t2t_lite.runs.config import RUN_CONFIG_FILE, RunConfig
 from t2t_lite.training import checkpointing
 from t2t_lite.training import trainer as trainer_module
 from t2t_lite.training.checkpointing import CheckpointSaveError, NoReadableCheckpoint
@@ -361,10 +361,10 @@ def test_a_failed_model_build_leaves_no_run_directory_behind(numbers_data, tmp_p
                                                             monkeypatch):
     run = tmp_path / "run"
 
-    def fails(model):
+    def fails(run_config):
         raise ValueError("Exception encountered when calling layer (simulated shape error)")
 
-    monkeypatch.setattr(trainer_module, "_build", fails)
+    monkeypatch.setattr(trainer_module, "build_model", fails)
     with pytest.raises(ValueError, match="simulated shape error"):
         Trainer(make_config(numbers_data, run, train_steps=1)).run()
     assert not run.exists() or list(run.iterdir()) == []

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.run_config import RunConfig, RunConfigMismatch
+from t2t_lite.runs.config import RunConfig, RunConfigMismatch
 from t2t_lite.training import train_step as train_step_module
 from t2t_lite.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
 

@@ -6,7 +6,7 @@
 
 The ``serving_default`` signature takes ``sentences`` (``tf.string [n]``) and returns
 ``translations`` (``tf.string [n]``) and ``scores`` (``float32 [n]``); see
-``t2t_lite.export``. Decode hparams start from the problem's defaults, as in
+``t2t_lite.runs.export``. Decode hparams start from the problem's defaults, as in
 ``t2t-lite-decoder`` (``batch_size`` does not apply: a caller's batch is decoded whole).
 """
 from __future__ import annotations
@@ -43,8 +43,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run(args: argparse.Namespace):
     from t2t_lite.decoding import parse
-    from t2t_lite.export import export_translator
-    from t2t_lite.run_loading import load_trained_model, resolve_checkpoint
+    from t2t_lite.runs.export import export_translator
+    from t2t_lite.runs.loading import load_trained_model, resolve_checkpoint
 
     from t2t_lite.user_paths import new_output_dir
     from t2t_lite.usr_dir import import_run_usr_dir

@@ -24,7 +24,8 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
-from t2t_lite.run_config import RunConfig
+from t2t_lite.runs.config import RunConfig
+from t2t_lite.runs.loading import build_model
 from t2t_lite.training import checkpointing, distribution, preemption, resume
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer
@@ -203,8 +204,7 @@ class Trainer:
         config = self.config
         run_config = self._prepare_run_dir()
         with self.strategy.scope():
-            model = registry.MODELS.get(config.model)(self.hparams, run_config.vocab_size)
-            _build(model)
+            model = build_model(run_config)
             optimizer = make_optimizer(self.hparams)
             optimizer.build(model.trainable_variables)
         self._write_run_dir(run_config)
@@ -333,12 +333,6 @@ def _seed_states(model: keras.Model) -> list:
     """The model's random-seed state variables (in ``variables`` but not ``weights``)."""
     weights = {id(v) for v in model.weights}
     return [v for v in model.variables if id(v) not in weights]
-
-
-def _build(model: keras.Model) -> None:
-    """Creates the model's variables with a two-token batch."""
-    ones = tf.ones([1, 2], tf.int32)
-    model({"inputs": ones, "targets": ones}, training=False)
 
 
 def _fmt(value) -> str:

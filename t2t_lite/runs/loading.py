@@ -1,5 +1,10 @@
 """Rebuilding a trained model from a run directory (the decoder, exporter and averager share it).
 
+``build_model(run_config)`` is the only place a run's model is made: the trainer calls it
+under its strategy's scope (``training`` imports ``runs``, never the reverse), and the
+decoder, exporter and averager call it here, so a checkpoint always meets the model that
+wrote it.
+
 A run directory (``output_dir``) holds ``run_config.json``, the vocabulary file named by
 ``run_config.vocab_file`` and checkpoints written by ``tf.train.CheckpointManager`` over
 ``tf.train.Checkpoint(model=model, optimizer=optimizer)``. Checkpoints written by
@@ -20,7 +25,7 @@ from t2t_lite import registry
 from t2t_lite.data.problem import Problem, get_problem
 from t2t_lite.data.vocab import Vocabulary, load_vocabulary
 from t2t_lite.errors import UserError
-from t2t_lite.run_config import RunConfig
+from t2t_lite.runs.config import RunConfig
 
 PathLike = Union[str, Path]
 
@@ -48,9 +53,12 @@ def damage_reason(error: BaseException) -> str:
 
 
 def build_model(run_config: RunConfig) -> keras.Model:
-    """The run's model with its variables created by one call on a [1, 2] batch (two
-    tokens: a length-1 softmax axis would draw Keras's "softmax over size 1" warning; a
-    call, unlike ``build``, also records the input structure SavedModel export needs)."""
+    """The run's model (``run_config.model`` of ``run_config.resolved_hparams()`` over
+    ``run_config.vocab_size`` tokens) with its variables created by one call on
+    ``inputs`` and ``targets`` of shape [1, 2] int32 (two tokens: a length-1 softmax axis
+    would draw Keras's "softmax over size 1" warning; a call, unlike ``build``, also
+    records the input structure SavedModel export needs). Variables are created under the
+    current ``tf.distribute`` strategy scope and Keras dtype policy (the trainer's)."""
     model = registry.MODELS.get(run_config.model)(run_config.resolved_hparams(),
                                                  run_config.vocab_size)
     two_tokens = tf.ones([1, 2], tf.int32)
