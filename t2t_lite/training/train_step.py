@@ -18,6 +18,7 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from t2t_lite.data.vocab import PAD_ID
 from t2t_lite.errors import UserError
 from t2t_lite.training.losses import label_smoothed_cross_entropy
 from t2t_lite.training.metrics import token_statistics
@@ -67,7 +68,7 @@ class TrainStep:
         grads = tape.gradient(loss_sum, self.model.trainable_variables)
         stats = token_statistics(targets, logits)
         stats["loss_sum"] = loss_sum
-        stats["source_tokens"] = tf.reduce_sum(tf.cast(features["inputs"] != 0, tf.float32))
+        stats["source_tokens"] = tf.reduce_sum(tf.cast(features["inputs"] != PAD_ID, tf.float32))
         return grads, stats
 
     def _accumulate(self, features):
