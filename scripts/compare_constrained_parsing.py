@@ -35,7 +35,7 @@ def main() -> None:
     from t2t_lite.metrics.text_metrics import score_texts
     from t2t_lite.parsing.linearize import LinearizationError, delinearize
     from t2t_lite.parsing.linearize import repair_summary
-    from t2t_lite.run_loading import load_trained_model
+    from t2t_lite.runs.loading import load_trained_model
 
     _, problem, model, vocabulary = load_trained_model(args.output_dir)
     with open(args.source, encoding="utf-8") as f:

@@ -100,7 +100,7 @@ def import_run_usr_dir(output_dir: str, usr_dir: str = "") -> Optional[str]:
     A recorded directory that is gone raises ``UserError`` naming it and the flag."""
     if usr_dir:
         return import_usr_dir(usr_dir)
-    from t2t_lite.run_config import RunConfig
+    from t2t_lite.runs.config import RunConfig
     run_config = RunConfig.load_if_present(output_dir)
     if run_config is None or not run_config.usr_dir:
         return None

@@ -21,8 +21,8 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data.datagen import generate
 from t2t_lite.data.problem import get_problem
-from t2t_lite.run_config import RunConfig
-from t2t_lite.run_loading import build_model
+from t2t_lite.runs.config import RunConfig
+from t2t_lite.runs.loading import build_model
 
 PROBLEM = "translate_ende_numbers"
 HPARAMS_SET = "transformer_tiny"

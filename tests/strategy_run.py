@@ -1,5 +1,6 @@
 """Trains a tiny Transformer for a few steps on fixed global batches and prints, as JSON,
-each step's loss and a checksum of the final weights. Run as a subprocess by
+each step's loss, its ``stop_requests`` (step 2 passes ``stop=True``, as a worker that
+got SIGTERM does) and a checksum of the final weights. Run as a subprocess by
 tests/test_trainer.py, because logical CPU devices must be set before TensorFlow starts.
 
     python tests/strategy_run.py --devices=2 [--jit] [--accumulate=2]
@@ -60,12 +61,13 @@ def main() -> None:
         inputs.shape[1])))
     step = TrainStep(model, optimizer, strategy, hparams.label_smoothing,
                      accumulation_steps=args.accumulate, jit_compile=args.jit)
-    losses = []
-    for _ in range(args.steps):
-        stats = step.step(iterator)
+    losses, stop_requests = [], []
+    for index in range(args.steps):
+        stats = step.step(iterator, stop=index == 1)
         losses.append(float(stats["loss_sum"]) / float(stats["tokens"]))
+        stop_requests.append(float(stats["stop_requests"]))
     checksum = float(sum(np.abs(v.numpy()).sum() for v in model.trainable_variables))
-    print(json.dumps({"losses": losses, "checksum": checksum,
+    print(json.dumps({"losses": losses, "checksum": checksum, "stop_requests": stop_requests,
                       "replicas": strategy.num_replicas_in_sync,
                       "step": int(optimizer.iterations.numpy())}))
 

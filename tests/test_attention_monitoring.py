@@ -22,7 +22,7 @@ from t2t_lite.commands import decoder
 from t2t_lite.monitoring.attention import KINDS, AttentionConfig
 from t2t_lite.monitoring.rendering import image_size, tensorboard_columns
 from t2t_lite.monitoring.summaries import LOG_SUBDIR, AttentionMonitor
-from t2t_lite.run_loading import load_trained_model
+from t2t_lite.runs.loading import load_trained_model
 
 CHROMIUM = Path("/usr/bin/chromium")
 # Small probes: an untrained model translates up to max_tokens past its source.

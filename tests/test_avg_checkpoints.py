@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.commands import avg_checkpoints, decoder
-from t2t_lite.run_config import RunConfig
-from t2t_lite.run_loading import (build_model, restore_model, run_checkpoints,
+from t2t_lite.runs.config import RunConfig
+from t2t_lite.runs.loading import (build_model, restore_model, run_checkpoints,
                                   untracked_variables)
 
 from run_dir_helpers import copy_run_dir, tiny_run_dir

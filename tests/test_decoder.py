@@ -5,7 +5,7 @@ import pytest
 from t2t_lite.commands import decoder
 from t2t_lite.decoding.lines import decode_lines, split_lines
 from t2t_lite.decoding.translator import Translator
-from t2t_lite.run_loading import load_trained_model
+from t2t_lite.runs.loading import load_trained_model
 
 from run_dir_helpers import tiny_run_dir
 

@@ -7,7 +7,7 @@ from t2t_lite.decoding.config import DecodeHParamsError
 from t2t_lite.errors import UserError
 from t2t_lite.hparams_lib import HParamsError
 from t2t_lite.registry import UnknownNameError
-from t2t_lite.run_config import RunConfigMismatch
+from t2t_lite.runs.config import RunConfigMismatch
 
 
 def _raise(error: BaseException):

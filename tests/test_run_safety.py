@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from t2t_lite.commands import avg_checkpoints, decoder, exporter
 from t2t_lite.commands import trainer as trainer_command
-from t2t_lite.run_config import RUN_CONFIG_FILE, RunConfig
+from t2t_lite.runs.config import RUN_CONFIG_FILE, RunConfig
 from t2t_lite.training import checkpointing
 from t2t_lite.training import trainer as trainer_module
 from t2t_lite.training.checkpointing import CheckpointSaveError, NoReadableCheckpoint
@@ -212,8 +212,8 @@ def test_decoder_falls_back_and_others_name_the_damaged_checkpoint(kind, tmp_pat
     named = error_lines(capsys.readouterr().err)
     assert len(named) == 1 and f"{run}/ckpt-2" in named[0]
 
-    assert exporter.main(["--output_dir", str(run), "--export_dir",
-                          str(tmp_path / "export")]) == 2
+    assert exporter.main(["--output_dir", str(run), "--export_dir", str(tmp_path / "export"),
+                          "--checkpoint_path", str(run / "ckpt-2")]) == 2
     exported = error_lines(capsys.readouterr().err)
     assert len(exported) == 1 and f"{run}/ckpt-2" in exported[0] and "damaged" in exported[0]
     assert not (tmp_path / "export").exists()
@@ -223,6 +223,30 @@ def test_decoder_falls_back_and_others_name_the_damaged_checkpoint(kind, tmp_pat
     averaged = error_lines(capsys.readouterr().err)
     assert len(averaged) == 1 and f"{run}/ckpt-2" in averaged[0]
     assert not Path(f"{tmp_path}/avg.index").exists()
+
+
+@pytest.mark.slow
+def test_exporter_falls_back_past_a_truncated_latest_checkpoint(tmp_path, capsys):
+    run = copy_run_dir(tmp_path / "run")  # ckpt-1 and ckpt-2 of different weights
+    damage(run / "ckpt-2", "truncated")
+    export_dir = tmp_path / "export"
+
+    assert exporter.main(["--output_dir", str(run), "--export_dir", str(export_dir),
+                          "--decode_hparams", "beam_size=1,extra_length=2"]) == 0
+    captured = capsys.readouterr()
+    assert f"warning: {run}/ckpt-2 is damaged" in captured.err
+    assert f"using {run}/ckpt-1, the newest readable checkpoint" in captured.err
+    assert captured.out.startswith(f"exported {run}/ckpt-1 to {export_dir}")
+    info = json.loads((export_dir / "t2t_lite_export.json").read_text())
+    assert info["checkpoint"] == f"{run}/ckpt-1"
+    # The SavedModel holds ckpt-1's weights: both store the model under the key "model/".
+    exported = tf.train.load_checkpoint(str(export_dir / "variables" / "variables"))
+    restored = tf.train.load_checkpoint(str(run / "ckpt-1"))
+    keys = [key for key, _ in tf.train.list_variables(str(run / "ckpt-1"))
+            if key.startswith("model/") and key.endswith("VARIABLE_VALUE")]
+    assert keys and all(exported.has_tensor(key) for key in keys)
+    for key in keys:
+        assert (exported.get_tensor(key) == restored.get_tensor(key)).all(), key
 
 
 # Full disk and killed writes --------------------------------------------------------
@@ -361,10 +385,10 @@ def test_a_failed_model_build_leaves_no_run_directory_behind(numbers_data, tmp_p
                                                             monkeypatch):
     run = tmp_path / "run"
 
-    def fails(model):
+    def fails(run_config):
         raise ValueError("Exception encountered when calling layer (simulated shape error)")
 
-    monkeypatch.setattr(trainer_module, "_build", fails)
+    monkeypatch.setattr(trainer_module, "build_model", fails)
     with pytest.raises(ValueError, match="simulated shape error"):
         Trainer(make_config(numbers_data, run, train_steps=1)).run()
     assert not run.exists() or list(run.iterdir()) == []

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.run_config import RunConfig, RunConfigMismatch
+from t2t_lite.runs.config import RunConfig, RunConfigMismatch
 from t2t_lite.training import train_step as train_step_module
 from t2t_lite.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
 
@@ -110,11 +110,14 @@ def single_device_run() -> dict:
 @pytest.mark.slow
 def test_mirrored_on_two_logical_cpus_matches_one_device(single_device_run):
     """The same global batches give the same loss trajectory and weights (float32
-    reduction order differs between the paths: tolerance 1e-5 relative)."""
+    reduction order differs between the paths: tolerance 1e-5 relative). The stop flag
+    passed at step 2 comes back summed over the replicas in the statistics' all-reduce."""
     single = single_device_run
     mirrored = run_strategy_script("--devices=2")
     mirrored_xla = run_strategy_script("--devices=2", "--jit")
     assert (single["replicas"], mirrored["replicas"]) == (1, 2)
+    assert single["stop_requests"] == [0, 1, 0, 0]
+    assert mirrored["stop_requests"] == mirrored_xla["stop_requests"] == [0, 2, 0, 0]
     for other in (mirrored, mirrored_xla):
         np.testing.assert_allclose(other["losses"], single["losses"], rtol=1e-5)
         np.testing.assert_allclose(other["checksum"], single["checksum"], rtol=1e-5)

@@ -278,7 +278,7 @@ def test_sigterm_is_caught_only_while_armed_and_the_old_handler_comes_back():
     caught = []
     previous = signal.signal(signal.SIGTERM, lambda *args: caught.append("old"))
     try:
-        with StopOnSignal(tf.distribute.get_strategy(), multi_worker=False) as stop:
+        with StopOnSignal(multi_worker=False) as stop:
             os.kill(os.getpid(), signal.SIGTERM)  # not armed yet: the old handler runs
             assert caught == ["old"] and not stop.requested()
             stop.arm()
@@ -286,6 +286,21 @@ def test_sigterm_is_caught_only_while_armed_and_the_old_handler_comes_back():
             assert stop.requested() and stop.received and caught == ["old"]
         os.kill(os.getpid(), signal.SIGTERM)
         assert caught == ["old", "old"]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_several_workers_stop_on_the_all_reduced_flag_not_their_own():
+    """Every worker must stop after the same step: with several, only the step's
+    all-reduced ``stop_requests`` decides, whatever this worker's own flag says."""
+    from t2t_lite.training.preemption import StopOnSignal
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        with StopOnSignal(multi_worker=True) as stop:
+            assert not stop.requested(0.0) and stop.requested(1.0)
+            stop.arm()
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert stop.received and not stop.requested(0.0) and stop.requested(2.0)
     finally:
         signal.signal(signal.SIGTERM, previous)
 

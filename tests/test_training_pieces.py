@@ -127,7 +127,7 @@ def test_evaluator_builds_one_translator_for_every_evaluation(monkeypatch):
     """Each evaluation used to build a new Translator, retracing decoding for every bucket."""
     import run_dir_helpers
     from t2t_lite.decoding import translator as translator_module
-    from t2t_lite.run_loading import load_trained_model
+    from t2t_lite.runs.loading import load_trained_model
     from t2t_lite.training.evaluation import Evaluator
 
     run_config, problem, model, vocabulary = load_trained_model(run_dir_helpers.tiny_run_dir())

@@ -10,7 +10,7 @@ from t2t_lite.data.vocab import EOS_ID
 from t2t_lite.decoding import beam_search, greedy_search
 from t2t_lite.decoding.translator import Translator, bucket_lengths
 from t2t_lite.models.transformer import Transformer
-from t2t_lite.run_loading import load_trained_model
+from t2t_lite.runs.loading import load_trained_model
 
 from run_dir_helpers import tiny_run_dir
 

@@ -306,7 +306,7 @@ def test_translator_emits_only_trees_with_a_random_transformer(parsing_vocab, ra
 @pytest.mark.slow
 def test_exported_savedmodel_emits_only_trees(parsing_vocab, random_transformer, tmp_path):
     from t2t_lite.decoding.config import DecodeHParams
-    from t2t_lite.export import export_translator
+    from t2t_lite.runs.export import export_translator
     hp = DecodeHParams(beam_size=3, alpha=0.3, extra_length=30)
     path = export_translator(random_transformer, parsing_vocab, hp, tmp_path / "export",
                              constraint=TreeConstraint.from_vocabulary(parsing_vocab))

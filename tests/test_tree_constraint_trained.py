@@ -9,7 +9,7 @@ from t2t_lite.decoding.translator import Translator
 from t2t_lite.parsing.linearize import LinearizationError, delinearize
 from t2t_lite.parsing.trees import Tree
 from t2t_lite.parsing.linearize import escape_word
-from t2t_lite.run_loading import load_trained_model
+from t2t_lite.runs.loading import load_trained_model
 
 SAMPLE = "parsing_english_ptb_sample"
 SENTENCES = 8

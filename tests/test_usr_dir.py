@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from t2t_lite.errors import UserError
-from t2t_lite.run_config import RunConfig
+from t2t_lite.runs.config import RunConfig
 
 COMMANDS = ("info", "datagen", "trainer", "decoder", "exporter", "avg-checkpoints", "evalb")
 MODULES = {"info": "info", "datagen": "datagen", "trainer": "trainer", "decoder": "decoder",

@@ -115,3 +115,23 @@ def test_bad_vocab_files(tmp_path):
     (tmp_path / "v.bin").write_text("x")
     with pytest.raises(vocab_lib.VocabError, match="unknown vocabulary kind"):
         vocab_lib.load_vocabulary(tmp_path / "v.bin")
+
+
+def test_pad_and_eos_ids_are_defined_once_in_the_vocabulary_module():
+    """The model, losses, metrics and decoders import PAD_ID/EOS_ID from data/vocab.py;
+    a second ``PAD_ID = ...`` elsewhere could silently disagree with the vocabulary."""
+    import ast
+    from pathlib import Path
+
+    import t2t_lite
+    root = Path(t2t_lite.__file__).parent
+    defined = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id in ("PAD_ID", "EOS_ID"):
+                    defined.setdefault(target.id, []).append(str(path.relative_to(root)))
+    assert defined == {"PAD_ID": ["data/vocab.py"], "EOS_ID": ["data/vocab.py"]}
+    assert (vocab_lib.PAD_ID, vocab_lib.EOS_ID) == (0, 1)   # tensor2tensor's ids

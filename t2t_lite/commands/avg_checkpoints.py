@@ -47,8 +47,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def run(args: argparse.Namespace) -> str:
-    from t2t_lite.averaging import average_checkpoints, last_checkpoints
-    from t2t_lite.run_config import RunConfig
+    from t2t_lite.runs.averaging import average_checkpoints, last_checkpoints
+    from t2t_lite.runs.config import RunConfig
     from t2t_lite.usr_dir import import_run_usr_dir
 
     import_run_usr_dir(args.output_dir, args.t2t_usr_dir)

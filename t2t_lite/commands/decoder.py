@@ -100,7 +100,7 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     from t2t_lite.decoding import parse_decode_hparams
     from t2t_lite.decoding.lines import decode_lines, is_blank, split_lines
     from t2t_lite.decoding.translator import Translator
-    from t2t_lite.run_loading import load_trained_model
+    from t2t_lite.runs.loading import load_trained_model
     from t2t_lite.usr_dir import import_run_usr_dir
 
     import_run_usr_dir(args.output_dir, args.t2t_usr_dir)

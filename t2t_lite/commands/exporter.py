@@ -6,7 +6,9 @@
 
 The ``serving_default`` signature takes ``sentences`` (``tf.string [n]``) and returns
 ``translations`` (``tf.string [n]``) and ``scores`` (``float32 [n]``); see
-``t2t_lite.export``. Decode hparams start from the problem's defaults, as in
+``t2t_lite.runs.export``. Without ``--checkpoint_path`` it exports the run's latest
+checkpoint or, when that is damaged, the newest readable one, with a warning (as
+``t2t-lite-decoder`` does). Decode hparams start from the problem's defaults, as in
 ``t2t-lite-decoder`` (``batch_size`` does not apply: a caller's batch is decoded whole).
 """
 from __future__ import annotations
@@ -41,8 +43,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def run(args: argparse.Namespace):
     from t2t_lite.decoding import parse_decode_hparams
-    from t2t_lite.export import export_translator
-    from t2t_lite.run_loading import load_trained_model, resolve_checkpoint
+    from t2t_lite.runs.export import export_translator
+    from t2t_lite.runs.loading import load_trained_run
 
     from t2t_lite.user_paths import new_output_dir
     from t2t_lite.usr_dir import import_run_usr_dir
@@ -51,23 +53,23 @@ def run(args: argparse.Namespace):
     new_output_dir(args.export_dir, "--export_dir")  # before the long work
     try:
         import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
-        checkpoint = resolve_checkpoint(args.output_dir, args.checkpoint_path or None)
-        run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
-                                                                    checkpoint)
-        hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
-        info = {"problem": run_config.problem, "model": run_config.model,
-                "hparams_set": run_config.hparams_set, "checkpoint": checkpoint}
+        # The checkpoint is resolved once, as the decoder does: a named one must be
+        # readable; the default (the latest) falls back past damaged ones with a warning.
+        run = load_trained_run(args.output_dir, args.checkpoint_path or None)
+        hp = parse_decode_hparams(args.decode_hparams, run.problem.decode_defaults)
+        info = {"problem": run.run_config.problem, "model": run.run_config.model,
+                "hparams_set": run.run_config.hparams_set, "checkpoint": run.checkpoint}
         if args.quantize == "int8":
             from t2t_lite.layers.int8 import quantize_model, quantize_record
-            quantize_model(model)
+            quantize_model(run.model)
             info.update(quantize_record())
-        path = export_translator(model, vocabulary, hp, args.export_dir, info=info,
-                                 constraint=problem.decode_constraint(vocabulary))
+        path = export_translator(run.model, run.vocabulary, hp, args.export_dir, info=info,
+                                 constraint=run.problem.decode_constraint(run.vocabulary))
     except BaseException:
         if created and os.path.isdir(args.export_dir) and not os.listdir(args.export_dir):
             os.rmdir(args.export_dir)  # the check above made it; a failure leaves nothing
         raise
-    print(f"exported {checkpoint} to {path} [{hp.to_string()}]")
+    print(f"exported {run.checkpoint} to {path} [{hp.to_string()}]")
     return path
 
 

@@ -1,7 +1,8 @@
 """The Transformer (Vaswani et al., 2017) as a Keras 3 model, in tensor2tensor's style.
 
-Conventions: pad id 0, EOS id 1. ``inputs`` [b, s] int32 0-padded, ending with EOS;
-``targets`` [b, t] int32 0-padded, ending with EOS. The decoder input is the targets
+Conventions: pad id 0, EOS id 1 (``PAD_ID``, ``EOS_ID`` of ``t2t_lite.data.vocab``, the
+vocabulary contract). ``inputs`` [b, s] int32 0-padded, ending with EOS; ``targets``
+[b, t] int32 0-padded, ending with EOS. The decoder input is the targets
 shifted right by one with 0 as the start symbol; the padding id (and so the start
 symbol) embeds to zeros, as in tensor2tensor.
 
@@ -27,14 +28,12 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from t2t_lite.data.vocab import EOS_ID, PAD_ID
 from t2t_lite.hparams_lib import HParams
 from t2t_lite.layers.embedding import (LearnedPositionEmbedding, SharedEmbedding,
                                        SinusoidalPositionEncoding)
 from t2t_lite.layers.transformer_layers import Decoder, Encoder
 from t2t_lite.registry import register_model
-
-PAD_ID = 0
-EOS_ID = 1
 
 
 def layer_kwargs(hparams: HParams) -> Dict[str, Any]:

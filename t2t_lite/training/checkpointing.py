@@ -29,7 +29,7 @@ from typing import List, Optional, Union
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
-from t2t_lite.run_loading import CHECKPOINT_DAMAGE_ERRORS, damage_reason
+from t2t_lite.runs.loading import CHECKPOINT_DAMAGE_ERRORS, damage_reason
 
 CHECKPOINT_PREFIX = "ckpt"   # CheckpointManager's default: RUN/ckpt-<step>
 _TEMP_DIR = re.compile(re.escape(CHECKPOINT_PREFIX) + r"-\d+_temp(_[0-9a-f]+)?")

@@ -1,6 +1,9 @@
 """Evaluation during training: dev loss, token accuracy, per-token perplexity, and the
 problem's text metrics (BLEU for translation, EVALB F1 against the gold dev trees for
 parsing: ``Problem.eval_references``) on decoded dev sentences.
+
+Dev sentences are decoded with ``decoding.Translator`` (greedy unless ``beam_size`` > 1):
+``training`` uses ``decoding``, which never imports ``training``.
 """
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ import tensorflow as tf
 
 from t2t_lite.data.pipeline import make_dataset
 from t2t_lite.data.problem import eval_text
+from t2t_lite.decoding.config import parse_decode_hparams
+from t2t_lite.decoding.translator import Translator
 from t2t_lite.hparams_lib import HParams
 from t2t_lite.metrics.text_metrics import score_texts
 from t2t_lite.training.losses import label_smoothed_cross_entropy
@@ -72,8 +77,6 @@ class Evaluator:
     def text_metrics(self) -> Dict[str, float]:
         if not self.decode_sentences or not self.problem.eval_metrics:
             return {}
-        from t2t_lite.decoding.config import parse_decode_hparams
-        from t2t_lite.decoding.translator import Translator
         if self._texts is None:
             sources = eval_text(self.problem, self.data_dir, "dev")[0]
             references = self.problem.eval_references(self.data_dir, "dev")

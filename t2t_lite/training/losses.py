@@ -14,7 +14,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-PAD_ID = 0
+from t2t_lite.data.vocab import PAD_ID
 
 
 def token_cross_entropy(labels, logits, smoothing: float) -> tf.Tensor:

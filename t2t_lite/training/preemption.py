@@ -1,11 +1,17 @@
 """Graceful stop on SIGTERM (cloud preemption, Kubernetes pod eviction).
 
 ``StopOnSignal`` catches SIGTERM while training runs; at each step boundary the trainer
-asks ``requested()``, saves a checkpoint when it is true and raises ``TrainingPreempted``,
-which ``t2t-lite-trainer`` prints as one line before exiting with status 143 (128 +
-SIGTERM, what a shell reports for a process that SIGTERM ended). With several workers
-``requested()`` sums every worker's flag with one all-reduce, so all of them stop, and
-save, after the same step, even when only one was signalled.
+asks ``requested(...)``, saves a checkpoint when it is true and raises
+``TrainingPreempted``, which ``t2t-lite-trainer`` prints as one line before exiting with
+status 143 (128 + SIGTERM, what a shell reports for a process that SIGTERM ended).
+
+With one worker the flag is read as it is at the step boundary. With several, every
+worker must stop, and save, after the same step, even when only one was signalled: each
+worker passes ``received`` into the train step, whose one all-reduce of the step's
+statistics sums the flags too (``TrainStep.step(iterator, stop=...)``'s
+``stop_requests``), and all stop when that sum is positive. A SIGTERM that arrives while
+a step runs is therefore acted on one step later than with one worker; no collective is
+spent on the flag alone.
 
 (TensorFlow's ``PreemptionCheckpointHandler`` was not used: it adds its own run counter
 to the checkpoint, restores a non-chief worker from the checkpoint manager passed in, the
@@ -16,8 +22,6 @@ from __future__ import annotations
 
 import signal
 import threading
-
-import tensorflow as tf
 
 EXIT_STATUS = 128 + signal.SIGTERM
 
@@ -35,12 +39,10 @@ class StopOnSignal:
     action: nothing has been trained that a checkpoint would keep.
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, multi_worker: bool):
-        self._strategy = strategy
+    def __init__(self, multi_worker: bool):
         self._multi_worker = multi_worker
         self._received = False
         self._previous = None
-        self._any_worker = tf.function(self._sum_over_workers) if multi_worker else None
 
     def __enter__(self) -> "StopOnSignal":
         return self
@@ -59,21 +61,13 @@ class StopOnSignal:
 
     @property
     def received(self) -> bool:
-        """This process got SIGTERM."""
+        """This process got SIGTERM (what it passes to the next train step)."""
         return self._received
 
-    def requested(self) -> bool:
-        """True when this worker, or any worker of the cluster, got SIGTERM. With several
-        workers it runs a collective: every worker must call it at the same step."""
+    def requested(self, stop_requests: float = 0.0) -> bool:
+        """Whether to stop after the step just trained. One worker: it got SIGTERM.
+        Several: ``stop_requests``, the step's all-reduced sum of the flags every worker
+        passed in, is positive (the same answer on every worker)."""
         if not self._multi_worker:
             return self._received
-        flag = tf.constant(1.0 if self._received else 0.0)
-        total = self._strategy.experimental_local_results(self._any_worker(flag))[0]
-        return float(total) > 0.0
-
-    def _sum_over_workers(self, flag: tf.Tensor):
-        def replica_sum(value):
-            # identity: a copy on the replica's device (an input has none to reduce to)
-            return tf.distribute.get_replica_context().all_reduce(
-                tf.distribute.ReduceOp.SUM, tf.identity(value))
-        return self._strategy.run(replica_sum, args=(flag,))
+        return stop_requests > 0.0

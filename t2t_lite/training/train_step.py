@@ -10,6 +10,10 @@ variables (local to each replica) over ``accumulation_steps`` micro-batches; the
 apply step all-reduces the token count and applies ``sum_grads / global_tokens`` once.
 The loss is therefore the mean over every non-padding target token of the global step,
 whatever the number of replicas or micro-batches.
+
+The step's statistics and the caller's stop flag (a worker that got SIGTERM,
+``preemption.StopOnSignal``) are summed in one ``all_reduce`` of one nested structure,
+so that stopping every worker after the same step costs no collective of its own.
 """
 from __future__ import annotations
 
@@ -18,16 +22,21 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from t2t_lite.data.vocab import PAD_ID
 from t2t_lite.errors import UserError
 from t2t_lite.training.losses import label_smoothed_cross_entropy
 from t2t_lite.training.metrics import token_statistics
 
 # Per-step statistics, summed over replicas and micro-batches.
 STAT_NAMES = ("loss_sum", "nll_sum", "correct", "tokens", "source_tokens")
+# Summed over replicas with them: replicas whose worker asked to stop before the step.
+STOP_REQUESTS = "stop_requests"
 
 
 class TrainStep:
-    """Builds the distributed ``step(iterator) -> stats`` function.
+    """Builds the distributed ``step(iterator, stop=False) -> stats`` function: one
+    optimiser update; ``stats`` maps each of ``STAT_NAMES`` and ``STOP_REQUESTS`` to a
+    float32 scalar tensor summed over every replica of every worker.
 
     Args:
       model: a built Transformer created under ``strategy.scope()``.
@@ -55,7 +64,12 @@ class TrainStep:
             self._grad_sums = [tf.Variable(tf.zeros(v.shape, tf.float32), **on_read)
                                for v in model.trainable_variables]
             self._stat_sums = {name: tf.Variable(0.0, **on_read) for name in STAT_NAMES}
-        self.step = tf.function(self._step)
+        self._step_fn = tf.function(self._step)
+
+    def step(self, iterator, stop: bool = False) -> Dict[str, tf.Tensor]:
+        """One update from ``accumulation_steps`` batches of ``iterator``; ``stop``: this
+        worker asks to stop (every worker must call ``step`` the same number of times)."""
+        return self._step_fn(iterator, tf.constant(1.0 if stop else 0.0))  # no retrace
 
     # Replica context ----------------------------------------------------------------
     def _replica_gradients(self, features: Dict[str, tf.Tensor]):
@@ -67,7 +81,7 @@ class TrainStep:
         grads = tape.gradient(loss_sum, self.model.trainable_variables)
         stats = token_statistics(targets, logits)
         stats["loss_sum"] = loss_sum
-        stats["source_tokens"] = tf.reduce_sum(tf.cast(features["inputs"] != 0, tf.float32))
+        stats["source_tokens"] = tf.reduce_sum(tf.cast(features["inputs"] != PAD_ID, tf.float32))
         return grads, stats
 
     def _accumulate(self, features):
@@ -77,11 +91,11 @@ class TrainStep:
         for name in STAT_NAMES:
             self._stat_sums[name].assign_add(tf.cast(stats[name], tf.float32))
 
-    def _apply(self):
+    def _apply(self, stop: tf.Tensor):
         context = tf.distribute.get_replica_context()
         local_stats = {name: tf.identity(var) for name, var in self._stat_sums.items()}
-        global_stats = {name: context.all_reduce(tf.distribute.ReduceOp.SUM, value)
-                        for name, value in local_stats.items()}
+        local_stats[STOP_REQUESTS] = tf.identity(stop)  # a copy on the replica's device
+        global_stats = context.all_reduce(tf.distribute.ReduceOp.SUM, local_stats)
         scale = 1.0 / tf.maximum(global_stats["tokens"], 1.0)
         grads = [tf.identity(total) * scale for total in self._grad_sums]
         self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
@@ -92,10 +106,10 @@ class TrainStep:
         return global_stats
 
     # Cross-replica context ----------------------------------------------------------
-    def _step(self, iterator) -> Dict[str, tf.Tensor]:
+    def _step(self, iterator, stop: tf.Tensor) -> Dict[str, tf.Tensor]:
         for _ in range(self.accumulation_steps):
             self.strategy.run(self._accumulate, args=(next(iterator),))
-        per_replica = self.strategy.run(self._apply)
+        per_replica = self.strategy.run(self._apply, args=(stop,))
         # Every replica holds the same all-reduced values: take one.
         return {name: self.strategy.experimental_local_results(value)[0]
                 for name, value in per_replica.items()}

@@ -23,14 +23,15 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
-from t2t_lite.run_config import RunConfig
+from t2t_lite.runs.config import RunConfig
+from t2t_lite.runs.loading import build_model
 from t2t_lite.training import checkpointing, distribution, preemption, resume
 from t2t_lite.training.config import TrainerConfig  # noqa: F401 (the trainer's config)
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer
 from t2t_lite.training.progress import ProgressLog
 from t2t_lite.training.run_lock import RunLock
-from t2t_lite.training.train_step import TrainStep
+from t2t_lite.training.train_step import STOP_REQUESTS, TrainStep
 
 
 class NonFiniteLossError(RuntimeError):
@@ -112,10 +113,13 @@ class Trainer:
             resume.check_same_step(self.strategy, step, self.config.output_dir)
         return restored
 
-    def _train_step(self, train_step: TrainStep, iterator, step: int) -> Dict[str, float]:
-        """One step's statistics (see ``_with_peers``)."""
+    def _train_step(self, train_step: TrainStep, iterator, step: int,
+                    stop: preemption.StopOnSignal) -> Dict[str, float]:
+        """One step's statistics (see ``_with_peers``); its all-reduce also sums every
+        worker's SIGTERM flag (``stop_requests``)."""
         return self._with_peers(
-            lambda: {k: float(v) for k, v in train_step.step(iterator).items()}, step)
+            lambda: {k: float(v) for k, v in train_step.step(iterator, stop.received).items()},
+            step)
 
     def _with_peers(self, collective, step: int):
         """``collective()``; when it fails because another worker is gone, raises
@@ -128,11 +132,12 @@ class Trainer:
             raise resume.worker_lost(error, step, self.config.output_dir,
                                      self.config.worker_timeout_secs) from error
 
-    def _stop_if_requested(self, stop: preemption.StopOnSignal,
+    def _stop_if_requested(self, stop: preemption.StopOnSignal, stop_requests: float,
                            checkpoints: checkpointing.RunCheckpoints, step: int) -> None:
-        """At a step boundary: when any worker got SIGTERM, saves a checkpoint (unless one
+        """At a step boundary: when this worker (one worker) or any worker (several: the
+        step's all-reduced ``stop_requests``) got SIGTERM, saves a checkpoint (unless one
         of this step exists) and raises ``TrainingPreempted``."""
-        if not self._with_peers(stop.requested, step) or step >= self.train_steps:
+        if not stop.requested(stop_requests) or step >= self.train_steps:
             return
         if not (checkpoints.manager.latest_checkpoint or "").endswith(f"-{step}"):
             checkpoints.save(step)
@@ -157,7 +162,7 @@ class Trainer:
         """
         self._scratch_dir = None
         try:
-            with preemption.StopOnSignal(self.strategy, distribution.is_multi_worker()) as stop:
+            with preemption.StopOnSignal(distribution.is_multi_worker()) as stop:
                 return self._train(stop)
         finally:
             if self._run_lock is not None:
@@ -170,8 +175,7 @@ class Trainer:
         config = self.config
         run_config = self._prepare_run_dir()
         with self.strategy.scope():
-            model = registry.MODELS.get(config.model)(self.hparams, run_config.vocab_size)
-            _build(model)
+            model = build_model(run_config)
             optimizer = make_optimizer(self.hparams)
             optimizer.build(model.trainable_variables)
         self._write_run_dir(run_config)
@@ -211,7 +215,8 @@ class Trainer:
         step = start_step
         stop.arm()
         while step < self.train_steps:
-            stats = self._train_step(train_step, iterator, step)
+            stats = self._train_step(train_step, iterator, step, stop)
+            stop_requests = stats.pop(STOP_REQUESTS)
             step = int(optimizer.iterations.numpy())
             loss = stats["loss_sum"] / max(stats["tokens"], 1.0)
             if not math.isfinite(loss):
@@ -235,7 +240,7 @@ class Trainer:
                     attention.after_step(step, evaluated=True)
             if attention is not None and attention.every_steps:
                 attention.after_step(step)
-            self._stop_if_requested(stop, checkpoints, step)
+            self._stop_if_requested(stop, stop_requests, checkpoints, step)
         checkpoints.save(step)
         eval_results = self._evaluate(evaluator, eval_writer, step)
         if attention is not None:
@@ -300,12 +305,6 @@ def _seed_states(model: keras.Model) -> list:
     """The model's random-seed state variables (in ``variables`` but not ``weights``)."""
     weights = {id(v) for v in model.weights}
     return [v for v in model.variables if id(v) not in weights]
-
-
-def _build(model: keras.Model) -> None:
-    """Creates the model's variables with a two-token batch."""
-    ones = tf.ones([1, 2], tf.int32)
-    model({"inputs": ones, "targets": ones}, training=False)
 
 
 def _fmt(value) -> str:

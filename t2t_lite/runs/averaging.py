@@ -22,8 +22,8 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
-from t2t_lite.run_config import RunConfig
-from t2t_lite.run_loading import (CheckpointError, build_model, resolve_checkpoint,
+from t2t_lite.runs.config import RunConfig
+from t2t_lite.runs.loading import (CheckpointError, build_model, resolve_checkpoint,
                                   restore_model, run_checkpoints)
 
 PathLike = Union[str, Path]

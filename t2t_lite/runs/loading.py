@@ -1,14 +1,23 @@
-"""Rebuilding a trained model from a run directory (the decoder, exporter and averager share it).
+"""Rebuilding a trained model from a run directory: the one model build and checkpoint restore.
 
 A run directory (``output_dir``) holds ``run_config.json``, the vocabulary file named by
 ``run_config.vocab_file`` and checkpoints written by ``tf.train.CheckpointManager`` over
 ``tf.train.Checkpoint(model=model, optimizer=optimizer)``. Checkpoints written by
 ``t2t-lite-avg-checkpoints`` hold the model alone; both restore here.
 
+``build_model(run_config)`` is the only place a run's model is made: the trainer calls it
+under its strategy's scope (``training`` imports ``runs``, never the reverse), and the
+decoder, exporter and averager call it here, so a checkpoint always meets the model that
+wrote it. ``load_trained_run`` resolves the checkpoint once: a named one must be readable;
+without one, the run's latest, falling back with a warning past damaged ones
+(``restore_newest_readable``). The decoder and the exporter load runs only through it::
+
+    run = load_trained_run("runs/numbers_tiny")   # run.model, run.vocabulary, run.checkpoint
     run_config, problem, model, vocabulary = load_trained_model("runs/numbers_tiny")
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import List, Optional, Tuple, Union
@@ -20,7 +29,7 @@ from t2t_lite import registry
 from t2t_lite.data.problem import Problem, get_problem
 from t2t_lite.data.vocab import Vocabulary, load_vocabulary
 from t2t_lite.errors import UserError
-from t2t_lite.run_config import RunConfig
+from t2t_lite.runs.config import RunConfig
 
 PathLike = Union[str, Path]
 
@@ -48,9 +57,12 @@ def damage_reason(error: BaseException) -> str:
 
 
 def build_model(run_config: RunConfig) -> keras.Model:
-    """The run's model with its variables created by one call on a [1, 2] batch (two
-    tokens: a length-1 softmax axis would draw Keras's "softmax over size 1" warning; a
-    call, unlike ``build``, also records the input structure SavedModel export needs)."""
+    """The run's model (``run_config.model`` of ``run_config.resolved_hparams()`` over
+    ``run_config.vocab_size`` tokens) with its variables created by one call on
+    ``inputs`` and ``targets`` of shape [1, 2] int32 (two tokens: a length-1 softmax axis
+    would draw Keras's "softmax over size 1" warning; a call, unlike ``build``, also
+    records the input structure SavedModel export needs). Variables are created under the
+    current ``tf.distribute`` strategy scope and Keras dtype policy (the trainer's)."""
     model = registry.MODELS.get(run_config.model)(run_config.resolved_hparams(),
                                                  run_config.vocab_size)
     two_tokens = tf.ones([1, 2], tf.int32)
@@ -134,9 +146,23 @@ def restore_model(model: keras.Model, checkpoint_path: str) -> None:
                               f"{str(error)[:500]}") from None
 
 
-def load_trained_model(output_dir: PathLike, checkpoint_path: Optional[PathLike] = None
-                       ) -> Tuple[RunConfig, Problem, keras.Model, Vocabulary]:
-    """(run_config, problem, model restored from the checkpoint, vocabulary) of a run."""
+@dataclasses.dataclass(frozen=True)
+class TrainedRun:
+    """A run loaded for use: its config, problem, restored model, vocabulary, and the
+    checkpoint prefix the model was restored from."""
+
+    run_config: RunConfig
+    problem: Problem
+    model: keras.Model
+    vocabulary: Vocabulary
+    checkpoint: str
+
+
+def load_trained_run(output_dir: PathLike, checkpoint_path: Optional[PathLike] = None
+                     ) -> TrainedRun:
+    """The run in ``output_dir`` with its model restored from ``checkpoint_path`` (a prefix
+    or a directory; ``DamagedCheckpointError`` when it cannot be read) or, without it,
+    from the newest readable checkpoint (warning on stderr about each damaged one)."""
     run_config = RunConfig.load(str(output_dir))
     problem = get_problem(run_config.problem)
     vocabulary = load_vocabulary(Path(output_dir) / run_config.vocab_file)
@@ -146,10 +172,19 @@ def load_trained_model(output_dir: PathLike, checkpoint_path: Optional[PathLike]
                         f"vocab_size={run_config.vocab_size}; restore the run's vocabulary")
     model = build_model(run_config)
     if checkpoint_path:
-        restore_model(model, resolve_checkpoint(output_dir, checkpoint_path))
+        checkpoint = resolve_checkpoint(output_dir, checkpoint_path)
+        restore_model(model, checkpoint)
     else:
-        restore_newest_readable(model, output_dir)
-    return run_config, problem, model, vocabulary
+        checkpoint = restore_newest_readable(model, output_dir)
+    return TrainedRun(run_config, problem, model, vocabulary, checkpoint)
+
+
+def load_trained_model(output_dir: PathLike, checkpoint_path: Optional[PathLike] = None
+                       ) -> Tuple[RunConfig, Problem, keras.Model, Vocabulary]:
+    """(run_config, problem, model restored from the checkpoint, vocabulary) of a run,
+    loaded by ``load_trained_run`` (which also says which checkpoint it restored)."""
+    run = load_trained_run(output_dir, checkpoint_path)
+    return run.run_config, run.problem, run.model, run.vocabulary
 
 
 def restore_newest_readable(model: keras.Model, output_dir: PathLike) -> str:
