@@ -16,7 +16,6 @@ import argparse
 import json
 import tempfile
 import time
-from pathlib import Path
 
 import tensorflow as tf
 

@@ -35,7 +35,7 @@ writes, attention and beam reorders cost only the positions decoded so far.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 import keras
 import numpy as np
