@@ -27,6 +27,19 @@ print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"
 """
 
 
+def serve_in_fresh_process(export_dir) -> dict:
+    """SENTENCES through the SavedModel's ``serving_default`` in a new Python process that
+    imports only tensorflow and tensorflow_text: ``{"translations", "scores", "modules"}``,
+    after checking that no t2t_lite module was loaded."""
+    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(export_dir)],
+                            input=json.dumps(SENTENCES), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["modules"] == []
+    return served
+
+
 @pytest.mark.slow
 def test_export_round_trip_in_a_fresh_process(capsys, tmp_path):
     export_dir = tmp_path / "export"
@@ -35,12 +48,7 @@ def test_export_round_trip_in_a_fresh_process(capsys, tmp_path):
     info = json.loads((export_dir / "t2t_lite_export.json").read_text())
     assert info["problem"] == "translate_ende_numbers" and "beam_size=2" in info["decode_hparams"]
 
-    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(export_dir)],
-                            input=json.dumps(SENTENCES), capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    served = json.loads(result.stdout.strip().splitlines()[-1])
-    assert served["modules"] == []
+    served = serve_in_fresh_process(export_dir)
 
     source = tmp_path / "in.txt"
     source.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")

@@ -17,7 +17,7 @@ from t2t_lite.layers.int8 import (ACTIVATION_LEVELS, WEIGHT_LEVELS, Int8Kernel, 
 from t2t_lite.models.transformer import Transformer
 
 from run_dir_helpers import tiny_run_dir
-from test_exporter import DECODE_HPARAMS, FRESH_PROCESS, SENTENCES
+from test_exporter import DECODE_HPARAMS, SENTENCES, serve_in_fresh_process
 
 # Stated tolerance of int8 logits against float32 on a random-weight model: the largest
 # absolute difference at most 5% of the float32 logits' largest magnitude, the mean
@@ -154,12 +154,7 @@ def test_int8_export_translates_as_the_int8_decoder_in_a_fresh_process(capsys, t
     info = json.loads((export_dir / "t2t_lite_export.json").read_text())
     assert info["quantize"] == "int8" and info["int8_kernel"] == kernel_name()
 
-    result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(export_dir)],
-                            input=json.dumps(SENTENCES), capture_output=True, text=True,
-                            timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    served = json.loads(result.stdout.strip().splitlines()[-1])
-    assert served["modules"] == []
+    served = serve_in_fresh_process(export_dir)
 
     source = tmp_path / "in.txt"
     source.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
