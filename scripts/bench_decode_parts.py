@@ -109,7 +109,7 @@ def main(argv=None) -> int:
                                          beams, tf.constant(10), 0.6)
 
     def current_candidates(logits):
-        log_probs = current._raw_log_probs(logits, 10, lengths, 1, None, None)
+        log_probs = current.step_log_probs(logits, 10, lengths, 1, floor=False)
         return current._top_candidates(tf.reshape(log_probs, [args.batch, k, vocab]),
                                        beams, tf.constant(10), 0.6)
 

@@ -36,8 +36,8 @@ from typing import Any, NamedTuple, Optional, Tuple
 import tensorflow as tf
 
 from t2t_lite.decoding.search_common import (  # noqa: F401  (re-exported)
-    NEG_INF, SearchConstraint, SymbolsToLogitsFn, check_eos, constrain, decode_lengths,
-    length_penalty, loop_shape_invariants, tile_beams, top_k_last_axis)
+    NEG_INF, SearchConstraint, SymbolsToLogitsFn, check_eos, decode_lengths,
+    length_penalty, loop_shape_invariants, step_log_probs, tile_beams, top_k_last_axis)
 
 
 class Beams(NamedTuple):
@@ -155,8 +155,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         else:
             logits, states = symbols_to_logits_fn(ids, i, states)
         row_decode_length = tf.repeat(decode_length, k)                    # [a*k]
-        log_probs = _raw_log_probs(logits, i, row_decode_length, eos_id, constraint,
-                                   constraint_state)                        # [a*k, V]
+        log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
+                                   constraint_state, floor=False)           # [a*k, V]
         candidates = _top_candidates(tf.reshape(log_probs, [rows, k, vocab_size]),
                                      beams, i, alpha)
         new_beams, origin = _select(candidates, beams, k, eos_id)
@@ -246,31 +246,11 @@ def _initial_beams(initial_ids, k: int, max_length) -> Beams:
         done=tf.zeros([batch], tf.bool))
 
 
-def _raw_log_probs(logits, step, decode_length, eos_id: int,
-                   constraint: Optional[SearchConstraint], constraint_state) -> tf.Tensor:
-    """float32 [n, V]: ``step_log_probs`` before its floor at ``NEG_INF``, which
-    ``_top_candidates`` applies to the few values it keeps.
-
-    logits [n, V]; decode_length int32 [n]. At a row's last position every token but EOS
-    gets ``NEG_INF``; that pass over [n, V] runs only at steps where some row is there.
-    """
-    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-    if constraint is not None:
-        log_probs = constrain(log_probs, constraint, constraint_state, decode_length - step)
-    last_position = step + 1 >= decode_length                            # [n]
-
-    def force_eos():
-        not_eos = tf.not_equal(tf.range(tf.shape(log_probs)[-1]), eos_id)   # [V]
-        return tf.where(last_position[:, None] & not_eos, NEG_INF, log_probs)
-
-    return tf.cond(tf.reduce_any(last_position), force_eos, lambda: log_probs)
-
-
 def _top_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
     """The ``2k`` best extensions (at most ``k * V``) of the alive hypotheses at ``step``.
 
     log_probs: float32 [b, k, V], the step's token log-probabilities per alive hypothesis
-    (``_raw_log_probs``: not yet floored at ``NEG_INF``).
+    (``step_log_probs(..., floor=False)``).
 
     The reference ranks all ``k * V`` extensions by ``(alive log P + max(token log P,
     NEG_INF)) / length_penalty(step + 1)``, ties to the lower index (beam-major, then

@@ -46,7 +46,7 @@ def length_penalty(length, alpha: float) -> tf.Tensor:
 
 def step_log_probs(logits, step, decode_length, eos_id: int,
                    constraint: Optional[SearchConstraint] = None,
-                   constraint_state: Any = None) -> tf.Tensor:
+                   constraint_state: Any = None, floor: bool = True) -> tf.Tensor:
     """One step's token log-probabilities as both searches score them.
 
     Args:
@@ -54,21 +54,27 @@ def step_log_probs(logits, step, decode_length, eos_id: int,
       step: int32 scalar, the output position being chosen.
       decode_length: int32 [n], each row's most output tokens (EOS included).
       eos_id: the end-of-sentence id; at a row's last position (``step + 1 >=
-        decode_length``) every other token gets ``NEG_INF``.
+        decode_length``) every other token gets ``NEG_INF`` (that pass over [n, V] runs
+        only at steps where some row is there).
       constraint, constraint_state: forbidden tokens get ``NEG_INF`` after the softmax
         (None: no constraint).
+      floor: clip at ``NEG_INF`` (False: beam search floors only the few values it keeps).
 
     Returns:
-      float32 [n, V]: ``log_softmax(logits)``, floored at ``NEG_INF``.
+      float32 [n, V]: ``log_softmax(logits)`` with those tokens at ``NEG_INF``.
     """
     log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
     if constraint is not None:
         log_probs = constrain(log_probs, constraint, constraint_state, decode_length - step)
-    log_probs = tf.maximum(log_probs, NEG_INF)
-    vocab_size = tf.shape(log_probs)[-1]
-    not_eos = tf.not_equal(tf.range(vocab_size), eos_id)                 # [V]
-    last_position = (step + 1 >= decode_length)[:, None]                  # [n, 1]
-    return tf.where(last_position & not_eos, NEG_INF, log_probs)
+    if floor:
+        log_probs = tf.maximum(log_probs, NEG_INF)
+    last_position = step + 1 >= decode_length                            # [n]
+
+    def force_eos():
+        not_eos = tf.not_equal(tf.range(tf.shape(log_probs)[-1]), eos_id)   # [V]
+        return tf.where(last_position[:, None] & not_eos, NEG_INF, log_probs)
+
+    return tf.cond(tf.reduce_any(last_position), force_eos, lambda: log_probs)
 
 
 def decode_lengths(decode_length, batch, max_length: Optional[int]):
