@@ -69,3 +69,26 @@ def test_export_refuses_a_non_empty_directory(capsys, tmp_path):
                             str(tmp_path)])
     assert status == 2 and "is not empty" in capsys.readouterr().err
     assert (tmp_path / "keep.txt").read_text() == "mine"
+
+
+def test_an_export_finishing_into_a_directory_another_export_filled_is_discarded(
+        tmp_path, monkeypatch):
+    """Two exporters into one empty --export_dir: both pass the emptiness check, and the
+    second to finish must not mix its files with the first's."""
+    from t2t_lite.decoding import parse_decode_hparams
+    from t2t_lite.errors import UserError
+    from t2t_lite.runs import export as runs_export
+    from t2t_lite.runs.loading import load_trained_run
+
+    run = load_trained_run(tiny_run_dir())
+    hp = parse_decode_hparams(DECODE_HPARAMS, run.problem.decode_defaults)
+    export_dir = tmp_path / "export"
+    export_dir.mkdir()
+    (export_dir / "saved_model.pb").write_bytes(b"the first export's")
+    monkeypatch.setattr(runs_export, "_refuse_filled", lambda path: None)  # checked when empty
+    with pytest.raises(UserError, match=r"was filled by another process while this export "
+                                        r"ran; this export was discarded"):
+        runs_export.export_translator(run.model, run.vocabulary, hp, export_dir)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no staging left
+    assert [p.name for p in export_dir.iterdir()] == ["saved_model.pb"]
+    assert (export_dir / "saved_model.pb").read_bytes() == b"the first export's"

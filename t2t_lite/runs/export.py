@@ -27,7 +27,11 @@ Python and is not part of the export.
 """
 from __future__ import annotations
 
+import errno
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Dict, Union
 
@@ -78,18 +82,43 @@ def export_translator(model, vocabulary: Vocabulary, decode_hparams: DecodeHPara
                       export_dir: Union[str, Path], info: Dict[str, Any] = None,
                       constraint=None) -> Path:
     """Writes the SavedModel into ``export_dir`` (which must not hold one already);
-    ``constraint`` (``Problem.decode_constraint``) restricts its search as the decoder's."""
+    ``constraint`` (``Problem.decode_constraint``) restricts its search as the decoder's.
+
+    The SavedModel and its ``t2t_lite_export.json`` are written into a hidden staging
+    directory beside ``export_dir`` (``.NAME.*.partial``) and renamed onto it at the end:
+    a reader never sees half an export, a failure removes the staging directory, and of
+    two exports into the same directory at once the second to finish is refused instead
+    of mixing its files with the first's. (A SIGKILL leaves the staging directory.)"""
     export_dir = Path(export_dir)
+    _refuse_filled(export_dir)
+    module = TranslationModule(model, vocabulary, decode_hparams, constraint)
+    signature = module.serve.get_concrete_function()
+    export_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.",
+                                    suffix=".partial"))
+    try:
+        tf.saved_model.save(module, str(staging), signatures={"serving_default": signature})
+        record = dict(info or {})
+        record.update(decode_hparams=decode_hparams.to_string(),
+                      max_input_length=module.max_input_length,
+                      inputs={"sentences": "tf.string [n]"},
+                      outputs=sorted(signature.structured_outputs))
+        (staging / EXPORT_INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        try:
+            os.rename(staging, export_dir)  # replaces an empty directory, never a full one
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            raise UserError(f"--export_dir={export_dir} was filled by another process "
+                            f"while this export ran; this export was discarded (choose a "
+                            f"new directory)") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return export_dir
+
+
+def _refuse_filled(export_dir: Path) -> None:
     if export_dir.exists() and any(export_dir.iterdir()):
         raise UserError(f"--export_dir={export_dir} is not empty; choose a new "
                         f"directory (an export is never overwritten)")
-    module = TranslationModule(model, vocabulary, decode_hparams, constraint)
-    signature = module.serve.get_concrete_function()
-    tf.saved_model.save(module, str(export_dir), signatures={"serving_default": signature})
-    record = dict(info or {})
-    record.update(decode_hparams=decode_hparams.to_string(),
-                  max_input_length=module.max_input_length,
-                  inputs={"sentences": "tf.string [n]"},
-                  outputs=sorted(signature.structured_outputs))
-    (export_dir / EXPORT_INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
-    return export_dir
