@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
 from t2t_lite.commands.common import command_parser, run_command
-from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_quantize
+from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_run_dir_command
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, path_error
 
@@ -77,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     return run_command(build_parser(), argv, decode, required=("output_dir",),
-                       before_tensorflow=lambda args: prepare_quantize(args.quantize))
+                       before_tensorflow=prepare_run_dir_command)
 
 
 def decode(args: argparse.Namespace) -> None:
@@ -139,11 +138,13 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     for index, beams in zip(todo, nbest):
         hypotheses[index] = beams[0][0] if beams else ""
         outputs[index] = format_output(problem, sources[index], beams, hp.return_beams)
+    text = "".join(line + "\n" for line in outputs).encode("utf-8")
     if output is not None:
-        output.write("".join(line + "\n" for line in outputs).encode("utf-8"))
+        output.write(text)
         output.commit()
     else:
-        write_lines(outputs, "")
+        sys.stdout.buffer.write(text)
+        sys.stdout.buffer.flush()
     print(f"decoded {len(sources)} lines ({len(todo)} translated, "
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
           f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
@@ -173,20 +174,6 @@ def format_output(problem, source: str, beams, return_beams: bool) -> str:
         return one_line(problem.postprocess_decode(source, beams[0][0]) if beams else "")
     return "\t".join(f"{one_line(problem.postprocess_decode(source, text), chr(9))}\t"
                      f"{score:.6g}" for text, score in beams)
-
-
-def write_lines(lines: Sequence[str], path: str) -> None:
-    """Writes ``lines`` (UTF-8, each ending in a newline) to ``path`` atomically, or stdout."""
-    text = "".join(line + "\n" for line in lines)
-    if not path:
-        sys.stdout.buffer.write(text.encode("utf-8"))
-        sys.stdout.buffer.flush()
-        return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_bytes(text.encode("utf-8"))
-    os.replace(tmp, target)
 
 
 def read_input_file(path: str) -> bytes:

@@ -19,7 +19,7 @@ import sys
 from typing import List, Optional
 
 from t2t_lite.commands.common import command_parser, run_command
-from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_quantize
+from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_run_dir_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     return run_command(build_parser(), argv, run, required=("output_dir", "export_dir"),
-                       before_tensorflow=lambda args: prepare_quantize(args.quantize))
+                       before_tensorflow=prepare_run_dir_command)
 
 
 def run(args: argparse.Namespace):

@@ -36,3 +36,12 @@ def prepare_quantize(value: str) -> str:
     if value == "int8" and "tensorflow" not in sys.modules:
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     return value
+
+
+def prepare_run_dir_command(args: argparse.Namespace) -> None:
+    """What the decoder and the exporter check before TensorFlow is imported (their
+    ``run_command(before_tensorflow=)``): that ``--output_dir`` is a run directory (one
+    ``error:`` line at once, not after TensorFlow's start-up) and ``--quantize``."""
+    from t2t_lite.runs.config import RunConfig
+    RunConfig.load(args.output_dir)
+    prepare_quantize(args.quantize)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from t2t_lite.errors import UserError
 from t2t_lite.hparams_lib import HParams
+from t2t_lite.user_paths import write_atomically
 
 RUN_CONFIG_FILE = "run_config.json"
 
@@ -44,10 +44,8 @@ class RunConfig:
 
     def save(self, output_dir: str) -> None:
         """Writes ``run_config.json`` atomically (write, then rename)."""
-        path = Path(output_dir) / RUN_CONFIG_FILE
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, path)
+        write_atomically(Path(output_dir) / RUN_CONFIG_FILE,
+                         json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
 
     @classmethod
     def load(cls, output_dir: str) -> "RunConfig":
