@@ -143,3 +143,22 @@ def test_evaluator_builds_one_translator_for_every_evaluation(monkeypatch):
                           str(run_dir_helpers.data_dir()), eval_steps=1, decode_sentences=3)
     first, second = evaluator.text_metrics(), evaluator.text_metrics()
     assert len(built) == 1 and first == second and "exact_match" in first
+
+
+def test_evaluator_loss_traces_a_few_times_over_every_eval_shape():
+    """Eval batches of many (batch, length) shapes used to retrace the loss function once
+    per shape (and print TensorFlow's retracing warning after the fifth)."""
+    import run_dir_helpers
+    from t2t_lite.data.pipeline import make_dataset
+    from t2t_lite.runs.loading import load_trained_model
+    from t2t_lite.training.evaluation import Evaluator
+
+    run_config, problem, model, vocabulary = load_trained_model(run_dir_helpers.tiny_run_dir())
+    hparams, data_dir = run_config.resolved_hparams(), str(run_dir_helpers.data_dir())
+    evaluator = Evaluator(model, problem, vocabulary, hparams, data_dir, decode_sentences=0)
+    shapes = {tuple(features["targets"].shape) for features in
+              make_dataset(problem, data_dir, "dev", hparams, training=False)}
+    assert len(shapes) >= 3          # one trace each before the fix
+    metrics = evaluator.loss_metrics()
+    assert 0.0 < metrics["accuracy"] <= 1.0
+    assert evaluator._stats_fn.experimental_get_tracing_count() <= 2

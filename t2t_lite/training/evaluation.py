@@ -48,7 +48,9 @@ class Evaluator:
         self.decode_sentences = decode_sentences
         self.beam_size = beam_size
         self.decode_hparams = decode_hparams
-        self._stats_fn = tf.function(self._batch_statistics)
+        # Eval batches come in many (batch, length) shapes; one relaxed trace serves them
+        # all instead of a retrace (and TensorFlow's retracing warning) per shape.
+        self._stats_fn = tf.function(self._batch_statistics, reduce_retracing=True)
         self._texts = None
         self._translator = None
 
@@ -92,7 +94,9 @@ class Evaluator:
                                        max_input_length=self.hparams.max_length),
                 constraint=self.problem.decode_constraint(self.vocabulary))
         hypotheses: List[str] = self._translator.translate(sources)
-        return score_texts(self.problem.eval_metrics, hypotheses, references, sources)
+        return score_texts(self.problem.eval_metrics,
+                           self.problem.metric_hypotheses(sources, hypotheses), references,
+                           sources)
 
     def evaluate(self) -> Dict[str, float]:
         return {**self.loss_metrics(), **self.text_metrics()}
