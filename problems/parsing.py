@@ -1,7 +1,8 @@
 """English constituency parsing problems on the Penn Treebank (paper section 6.3).
 
 Source = the sentence's words, target = the linearised tree (``t2t_lite.parsing.linearize``:
-``(S (NP XX XX )NP (VP XX )VP XX )S``). The treebank is licensed, so nothing is downloaded:
+``(S (NP XX XX )NP (VP XX )VP XX )S``, or with ``words_in_target``
+``(S (NP The dog )NP (VP barks )VP . )S``). The treebank is licensed, so nothing is downloaded:
 ``--tmp_dir`` names a folder the user already has.
 
 | problem | ``--tmp_dir`` | splits | vocabulary |
@@ -9,6 +10,7 @@ Source = the sentence's words, target = the linearised tree (``t2t_lite.parsing.
 | ``parsing_english_ptb16k`` | WSJ root (or a folder with ``wsj/``) | 02-21 / 22 / 23 | 16K |
 | ``parsing_english_ptb32k`` | a folder with ``wsj/`` and ``extra/`` | same, train + extra | 32K |
 | ``parsing_english_ptb_sample`` | the WSJ sample (``wsj_0001.mrg`` ...) | 0001-0159 / 0160-0169 / 0170-0179 | 4K |
+| ``parsing_english_ptb_sample_words`` | the same | the same, words in the target | 4K |
 
 The shared vocabulary is SentencePiece BPE in which every bracket token of the training
 targets (``(NP``, ``)NP``, ...) and the placeholder ``XX`` is a user-defined symbol, so a
@@ -44,8 +46,8 @@ from t2t_lite.data.problem import Problem, VocabSpec, eval_text
 from t2t_lite.data.raw import RawDataError, TextPair
 from t2t_lite.errors import UserError
 from t2t_lite.parsing.evalb_files import GOLD_SUFFIX, evalb_gold_tree, read_gold_trees
-from t2t_lite.parsing.linearize import (linearize, repair_summary, repair_to_bracketed,
-                                        source_text)
+from t2t_lite.parsing.linearize import (linearize, placeholders_from_words, repair_summary,
+                                        repair_to_bracketed, source_text)
 from t2t_lite.parsing.treebank import read_tree_file
 from t2t_lite.parsing.trees import normalize
 from t2t_lite.parsing.vocab import train_parsing_vocab
@@ -108,8 +110,10 @@ def format_numbers(numbers: Iterable[int], width: int) -> str:
                      for a, b in ranges)
 
 
-def tree_pairs(paths: Iterable[Union[str, Path]]) -> Iterator[TextPair]:
-    """``TextPair(words, linearised tree)`` for each tree of ``paths`` in order.
+def tree_pairs(paths: Iterable[Union[str, Path]], words_in_target: bool = False
+               ) -> Iterator[TextPair]:
+    """``TextPair(words, linearised tree)`` for each tree of ``paths`` in order (the tree
+    with its words in place of ``XX`` when ``words_in_target``).
 
     A tree without words gives an empty pair (datagen counts it as dropped, naming its
     file and line).
@@ -120,13 +124,17 @@ def tree_pairs(paths: Iterable[Union[str, Path]]) -> Iterator[TextPair]:
             if tree is None:
                 yield TextPair("", "", name, name, line)
             else:
-                yield TextPair(source_text(tree), linearize(tree), name, name, line)
+                yield TextPair(source_text(tree), linearize(tree, words=words_in_target),
+                               name, name, line)
 
 
 class ParsingProblem(Problem):
     """Words -> linearised tree, scored with EVALB F1; subclasses say which tree files
-    make each split (``split_files``)."""
+    make each split (``split_files``). ``words_in_target``: the target spells each word
+    where the paper's linearisation writes ``XX`` (``(S (NP The dog )NP ...``), and search
+    copies the source's pieces into those places."""
 
+    words_in_target: ClassVar[bool] = False
     eval_metrics = ("parse_f1",)
     decode_defaults = PARSING_DECODE_DEFAULTS
     max_length = 1024        # datagen keeps every WSJ tree (the longest is ~400 tokens)
@@ -139,7 +147,8 @@ class ParsingProblem(Problem):
 
     def text_pairs(self, split: str, tmp_dir: Path) -> Iterator[TextPair]:
         self.check_split(split)
-        return tree_pairs(self.split_files(split, Path(tmp_dir)))  # checks files eagerly
+        return tree_pairs(self.split_files(split, Path(tmp_dir)),  # checks files eagerly
+                          words_in_target=self.words_in_target)
 
     def build_vocab(self, texts: Iterable[str], data_dir: Union[str, Path]) -> SentencePieceVocab:
         spec = self.vocab_spec
@@ -152,18 +161,26 @@ class ParsingProblem(Problem):
     def postprocess_decode(self, source: str, hypothesis: str) -> str:
         """The decoded linearisation repaired into a one-line bracketed tree over exactly
         the words of ``source`` (see ``repair_to_bracketed``)."""
-        return repair_to_bracketed(source, hypothesis)[0]
+        return repair_to_bracketed(source, hypothesis, self.words_in_target)[0]
 
     def decode_constraint(self, vocabulary) -> "TreeConstraint":
         """Beam and greedy search emit only well-formed trees over the input's words
         (``t2t_lite.parsing.constraint``)."""
         from t2t_lite.parsing.constraint import TreeConstraint  # TensorFlow: only when decoding
-        return TreeConstraint.from_vocabulary(vocabulary)
+        return TreeConstraint.from_vocabulary(vocabulary, words_in_target=self.words_in_target)
+
+    def metric_hypotheses(self, sources, hypotheses) -> List[str]:
+        """With words in the target, each hypothesis in the ``XX`` linearisation that
+        ``parse_f1`` reads (``placeholders_from_words``)."""
+        if not self.words_in_target:
+            return list(hypotheses)
+        return [" ".join(placeholders_from_words(hypothesis, source.split()))
+                for source, hypothesis in zip(sources, hypotheses)]
 
     def postprocess_report(self, sources, hypotheses) -> str:
         """``repaired k of n outputs`` (and the repairs by kind): outputs that were not
         already a well-formed tree over their input words (blank inputs not counted)."""
-        return repair_summary(sources, hypotheses)
+        return repair_summary(sources, hypotheses, self.words_in_target)
 
     def read_references(self, path) -> List[str]:
         """Gold trees for ``--decode_reference``, in order, one line each under a ``TOP``
@@ -318,3 +335,12 @@ class ParsingEnglishPtbSample(ParsingProblem):
                 f"'treebank' corpus ships them) in one folder, passed as --tmp_dir")
         low, high = self.FILE_RANGES[split]
         return [files[n] for n in range(low, high + 1)]
+
+
+@register_problem("parsing_english_ptb_sample_words")
+class ParsingEnglishPtbSampleWords(ParsingEnglishPtbSample):
+    """``parsing_english_ptb_sample`` with the words in the target:
+    ``(S (NP The dog )NP (VP barks )VP . )S``. The decoder sees the word it has just
+    placed, so it need not count ``XX`` tokens to know where in the sentence it is."""
+
+    words_in_target = True

@@ -6,6 +6,7 @@ import pytest
 
 from t2t_lite.parsing import (LinearizationError, RepairReport, Tree, delinearize, linearize,
                               linearize_tokens, read_mrg_files, repair, source_text)
+from t2t_lite.parsing.linearize import placeholders_from_words, repair_to_bracketed
 
 GOLD = Tree.from_string("(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))")
 WORDS = ["The", "dog", "barks", "."]
@@ -146,3 +147,18 @@ def test_report_aggregate_and_summary():
     assert (total.sentences, total.repaired_sentences, total.unclosed_brackets) == (3, 2, 4)
     assert total.summary() == "repaired 2 of 3 outputs (unclosed_brackets=4)"
     assert RepairReport.aggregate([]).sentences == 0
+
+
+def test_words_in_target_linearisation_and_back():
+    tree = xx("(S (NP (DT The) (NN dog)) (VP (VBZ barks)) (. .))")
+    assert linearize(tree, words=True) == "(S (NP The dog )NP (VP barks )VP . )S"
+    words = tree.words()
+    assert placeholders_from_words(linearize(tree, words=True), words) == linearize(tree).split()
+    # A wrong word stays as it is (repair drops and counts it); a word that looks like a
+    # bracket is read as the word when it is the next one.
+    assert placeholders_from_words("(S The cat )S", ["The", "dog"]) == ["(S", "XX", "cat", ")S"]
+    assert placeholders_from_words("(S (NP )S", ["(NP"]) == ["(S", "XX", ")S"]
+    output, report = repair_to_bracketed("The ( dog", "(S The (NP ( dog )NP )S", True)
+    assert output == "(S (XX The) (NP (XX -LRB-) (XX dog)))" and report.total_repairs == 0
+    output, report = repair_to_bracketed("The dog", "(S The cat )S", True)
+    assert output == "(S (XX The) (XX dog))" and report.unknown_tokens == 1

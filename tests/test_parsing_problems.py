@@ -18,6 +18,7 @@ from t2t_lite.problems.parsing import find_wsj_files, format_numbers
 from t2t_lite.registry import hparams
 
 SAMPLE = "parsing_english_ptb_sample"
+SAMPLE_WORDS = "parsing_english_ptb_sample_words"
 
 
 _GENERATED = {}
@@ -39,7 +40,7 @@ def sample_files(sample_dir, low, high):
 
 def test_registered_facts():
     for name, size in (("parsing_english_ptb16k", 16000), ("parsing_english_ptb32k", 32000),
-                       (SAMPLE, 4000)):
+                       (SAMPLE, 4000), (SAMPLE_WORDS, 4000)):
         problem = get_problem(name)
         assert problem.eval_metrics == ("parse_f1",)
         assert problem.decode_defaults == {"beam_size": 21, "alpha": 0.3, "extra_length": 300}
@@ -81,6 +82,60 @@ def test_vocabulary_round_trips_every_sample_target_exactly(sample_data):
     sources = [source_text(tree) for tree in trees[:200]]
     decoded = vocab.detokenize(_ragged(vocab.encode_batch(sources))).numpy()
     assert [text.decode("utf-8") for text in decoded] == sources
+
+
+@pytest.fixture
+def sample_words_data(ptb_sample_dir, tmp_path_factory):
+    """data_dir of ``parsing_english_ptb_sample_words``, made once per session."""
+    if "words" not in _GENERATED:
+        data_dir = tmp_path_factory.mktemp("ptb_sample_words_data")
+        get_problem(SAMPLE_WORDS).generate_data(data_dir, ptb_sample_dir, download=False)
+        _GENERATED["words"] = data_dir
+    return _GENERATED["words"]
+
+
+def test_words_in_target_sample_is_copyable_and_constrained_search_accepts_it(
+        sample_words_data, ptb_sample_dir):
+    """On every sample tree: the target spells the words (datagen's test split in order);
+    its non-bracket pieces are exactly the source's pieces, so search can copy them; the
+    word-mode constraint allows every gold token; post-processing gives the gold tree."""
+    import numpy as np
+    import tensorflow as tf
+    from t2t_lite.data.vocab import EOS_ID
+    problem = get_problem(SAMPLE_WORDS)
+    assert problem.words_in_target and not get_problem(SAMPLE).words_in_target
+    gold = read_mrg_files(sample_files(ptb_sample_dir, 170, 179))
+    assert list(eval_text(problem, sample_words_data, "test")[1]) == [
+        linearize(t, words=True) for t in gold]
+    vocab = problem.load_vocab(sample_words_data)
+    machine = problem.decode_constraint(vocab)
+    brackets = set(machine.tables["open_label"].nonzero()[0]) | set(
+        machine.tables["close_label"].nonzero()[0])
+    trees = read_mrg_files(sorted(ptb_sample_dir.glob("wsj_*.mrg")))
+    sources = vocab.encode_batch([source_text(t) for t in trees])
+    targets = vocab.encode_batch([linearize(t, words=True) for t in trees])
+    for source, target in zip(sources, targets):
+        assert [i for i in target if i not in brackets] == source
+    width = max(map(len, sources)) + 1
+    inputs = np.zeros([len(trees), width], np.int32)
+    for row, ids in enumerate(sources):
+        inputs[row, :len(ids) + 1] = ids + [EOS_ID]
+    targets = [ids + [EOS_ID] for ids in targets]
+    lengths = np.array([len(ids) for ids in targets], np.int32)   # the tightest budget
+    state = machine.initial_state(tf.constant(inputs), tf.constant(lengths))
+    assert state["active"].numpy().all()
+    for step in range(lengths.max()):
+        live = step < lengths
+        tokens = np.array([ids[step] if step < len(ids) else 0 for ids in targets], np.int32)
+        allowed = machine.allowed(state, tf.constant(lengths - step)).numpy()
+        assert allowed[np.arange(len(trees)), tokens][live].all(), step
+        state = machine.update(state, tf.constant(tokens))
+    for tree in trees[:300]:
+        output = problem.postprocess_decode(source_text(tree), linearize(tree, words=True))
+        assert output == problem.postprocess_decode(source_text(tree), linearize(tree))
+    assert problem.postprocess_report([source_text(t) for t in trees[:50]],
+                                      [linearize(t, words=True) for t in trees[:50]]
+                                      ) == "repaired 0 of 50 outputs"
 
 
 def _ragged(ids):

@@ -15,7 +15,8 @@ from t2t_lite.decoding import beam_search, greedy_search
 from t2t_lite.decoding.translator import Translator
 from t2t_lite.models.transformer import Transformer
 from t2t_lite.parsing.constraint import TreeConstraint
-from t2t_lite.parsing.linearize import LinearizationError, delinearize
+from t2t_lite.parsing.linearize import (LinearizationError, delinearize,
+                                        placeholders_from_words)
 
 S = "\u2581"
 PIECES = ["<pad>", "</s>", "<unk>", S + "XX", S + "(S", S + ")S", S + "(NP", S + ")NP",
@@ -114,6 +115,14 @@ def test_length_budget_leaves_room_to_close():
     # The depth limit: at max_depth only words and closers.
     deep = constraint(max_depth=2)
     assert allowed_after(deep, [S + "(S", S + "(NP"], 2) == {S + "XX"}
+    # At most max_open_run opening brackets in a row; a word or closer starts a new run.
+    runs = TreeConstraint(PIECES, EOS_ID, control_ids=[0, 1], unknown_ids=[2],
+                          max_open_run=3)
+    three = [S + "(S", S + "(NP", S + "(NP"]
+    assert allowed_after(runs, three, 2) == {S + "XX"}
+    assert allowed_after(runs, three + [S + "XX"], 2) == OPENS | {S + "XX", S + ")NP"}
+    assert allowed_after(runs, [S + "(S", S + "(NP", S + "XX", S + ")NP", S + "(VP",
+                                S + "(NP"], 2) == OPENS | {S + "XX"}
     # The shortest tree does not fit: the constraint steps aside (repair's job).
     state = machine.initial_state(tf.constant([source(2)]), tf.constant([4]))
     assert not state["active"].numpy()[0]
@@ -239,6 +248,94 @@ def test_greedy_agrees_whenever_its_unconstrained_output_is_valid():
     assert 0 < valid < 18   # both cases occurred
 
 
+# Words in the target: the word slot copies the source's pieces -----------------------
+def word_constraint(max_depth=8):
+    return TreeConstraint(PIECES, EOS_ID, control_ids=[0, 1], unknown_ids=[2],
+                          max_depth=max_depth, words_in_target=True)
+
+
+def test_words_in_target_mask_copies_the_source_pieces():
+    machine = word_constraint()
+    # source(2) is "the dogs": pieces ▁the | ▁dog s
+    def after(tokens, decode_length=40):
+        return allowed_after(machine, tokens, 2, decode_length)
+
+    assert after([]) == OPENS
+    assert after([S + "(S"]) == OPENS | {S + "the"}
+    assert after([S + "(S", S + "the"]) == OPENS | {S + "dog"}   # the root waits for the word
+    assert after([S + "(S", S + "the", S + "dog"]) == {"s"}     # inside a word: its next piece
+    assert after([S + "(S", S + "(NP", S + "the", S + "dog"]) == {"s"}
+    assert after([S + "(S", S + "the", S + "dog", "s"]) == {S + ")S"}
+    assert after([S + "(S", S + "the", S + "dog", "s", S + ")S"]) == {"</s>"}
+    # The budget counts pieces: (S ▁the ▁dog s )S EOS is 6 tokens; a bracket costs 2.
+    assert after([S + "(S"], decode_length=6) == {S + "the"}
+    assert after([S + "(S"], decode_length=7) == {S + "the"}
+    assert after([S + "(S"], decode_length=8) == OPENS | {S + "the"}
+    state = machine.initial_state(tf.constant([source(2)]), tf.constant([5]))
+    assert not state["active"].numpy()[0]
+    assert allowed_after(machine, [], 0) == {"</s>"}
+
+
+def test_a_copied_piece_that_is_also_a_bracket_is_read_as_the_word():
+    machine = word_constraint()
+    inputs = tf.constant([[ID[S + "(NP"], ID[S + "the"], EOS_ID]])   # the words "(NP the"
+    state = machine.initial_state(inputs, tf.constant([20]))
+    for token in (S + "(S", S + "(NP"):
+        state = machine.update(state, tf.constant([ID[token]]))
+    assert state["depth"].numpy()[0] == 1 and state["position"].numpy()[0] == 1
+    allowed = machine.allowed(state, tf.constant([18])).numpy()[0]
+    assert {PIECES[i] for i in np.flatnonzero(allowed)} == OPENS | {S + "the"}
+
+
+def test_group_starts_put_space_pieces_with_the_word_after_them():
+    machine = word_constraint()
+    rows = [[ID[S + "the"], ID[S + "dog"], ID["s"], EOS_ID],
+            [ID[S], ID[S + "the"], EOS_ID, 0],                  # "  the": one group
+            [ID[S + "the"], ID[S], ID["<0x28>"], EOS_ID],        # "the (": ▁ goes with "("
+            [ID["s"], ID[S + "the"], EOS_ID, 0]]                 # no dummy prefix
+    starts = machine.group_starts(tf.constant(rows)).numpy().astype(int).tolist()
+    assert starts == [[1, 1, 0, 0], [1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 0, 0]]
+
+
+BRACKET_IDS = {ID[p] for p in PIECES if p[1:2] in ("(", ")")}
+
+
+def source_words(row):
+    return "".join(PIECES[i] for i in row if i > EOS_ID).replace(S, " ").split()
+
+
+@pytest.mark.parametrize("kind", ["greedy", "beam"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_words_in_target_outputs_copy_the_source_into_a_tree(kind, seed):
+    words, lengths = [1, 3, 6, 0, 2], [4, 9, 40, 10, 6]   # 1 and 3 pieces: exact fits
+    inputs = tf.constant([source(n) for n in words])
+    machine = word_constraint()
+    options = dict(constraint=machine,
+                   constraint_state=machine.initial_state(inputs, tf.constant(lengths)),
+                   eos_id=EOS_ID, max_length=40)
+    start = tf.zeros([len(words)], tf.int32)
+    if kind == "greedy":
+        ids, scores = greedy_search(random_step(seed), start, tf.constant(lengths), V, **options)
+        ids, scores = ids.numpy()[:, None], scores.numpy()[:, None]
+    else:
+        ids, scores = beam_search(random_step(seed), start, 3, tf.constant(lengths), V, 0.6,
+                                  **options)
+        ids, scores = ids.numpy(), scores.numpy()
+    for row, length in enumerate(lengths):
+        assert np.isfinite(scores[row, 0])
+        for hypothesis in ids[row][np.isfinite(scores[row])]:
+            hypothesis = list(hypothesis[:list(hypothesis).index(EOS_ID)])
+            assert len(hypothesis) < length
+            content = [i for i in source(words[row]) if i > EOS_ID]
+            assert [i for i in hypothesis if i not in BRACKET_IDS] == content
+            text = "".join(PIECES[i] for i in hypothesis).replace(S, " ")
+            expected = source_words(content)
+            if expected:
+                delinearize(placeholders_from_words(text, expected), expected)
+            else:
+                assert text == ""
+
+
 # The real Transformer and a SentencePiece parsing vocabulary -------------------------
 TREES = ["(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S",
          "(S (NP XX )NP (VP XX (PP XX (NP XX XX )NP )PP )VP )S",
@@ -274,9 +371,14 @@ def random_transformer(parsing_model):
     return parsing_model[1]
 
 
-def assert_trees_over_words(outputs, sentences):
+def assert_trees_over_words(outputs, sentences, words_in_target=False):
     for output, sentence in zip(outputs, sentences):
-        delinearize(output.split(), sentence.split())  # raises unless well formed
+        words = sentence.split()
+        tokens = placeholders_from_words(output, words) if words_in_target else output.split()
+        delinearize(tokens, words)  # raises unless well formed
+        if words_in_target:          # every word copied, in order, and nothing else
+            assert [t for t in output.split() if t[:1] not in "()"] == \
+                [w for w in words if w[:1] not in "()"]
 
 
 def test_parsing_problems_constrain_and_translation_does_not(parsing_vocab):
@@ -289,30 +391,35 @@ def test_parsing_problems_constrain_and_translation_does_not(parsing_vocab):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("beam_size,jit_compile", [(1, False), (3, False), (3, True)])
+@pytest.mark.parametrize("beam_size,jit_compile,words_in_target", [
+    (1, False, False), (3, False, False), (3, True, False), (1, False, True), (3, True, True)])
 def test_translator_emits_only_trees_with_a_random_transformer(parsing_vocab, random_transformer,
-                                                                beam_size, jit_compile):
+                                                                beam_size, jit_compile,
+                                                                words_in_target):
     # jit_compile=True uses the preallocated self-attention cache, False the growing one.
     options = dict(beam_size=beam_size, alpha=0.3, extra_length=30, jit_compile=jit_compile)
-    machine = TreeConstraint.from_vocabulary(parsing_vocab)
+    machine = TreeConstraint.from_vocabulary(parsing_vocab, words_in_target=words_in_target)
     outputs = Translator(random_transformer, parsing_vocab, constraint=machine,
                          **options).translate(SENTENCES)
-    assert_trees_over_words(outputs, SENTENCES)
+    assert_trees_over_words(outputs, SENTENCES, words_in_target)
     free = Translator(random_transformer, parsing_vocab, **options).translate(SENTENCES)
-    with pytest.raises(LinearizationError):
-        assert_trees_over_words(free, SENTENCES)
+    with pytest.raises((LinearizationError, AssertionError)):
+        assert_trees_over_words(free, SENTENCES, words_in_target)
 
 
 @pytest.mark.slow
-def test_exported_savedmodel_emits_only_trees(parsing_vocab, random_transformer, tmp_path):
+@pytest.mark.parametrize("words_in_target", [False, True])
+def test_exported_savedmodel_emits_only_trees(parsing_vocab, random_transformer, tmp_path,
+                                              words_in_target):
     from t2t_lite.decoding.config import DecodeHParams
     from t2t_lite.runs.export import export_translator
     hp = DecodeHParams(beam_size=3, alpha=0.3, extra_length=30)
+    machine = TreeConstraint.from_vocabulary(parsing_vocab, words_in_target=words_in_target)
     path = export_translator(random_transformer, parsing_vocab, hp, tmp_path / "export",
-                             constraint=TreeConstraint.from_vocabulary(parsing_vocab))
+                             constraint=machine)
     serve = tf.saved_model.load(str(path)).signatures["serving_default"]
     outputs = serve(sentences=tf.constant(SENTENCES))["translations"].numpy()
-    assert_trees_over_words([o.decode("utf-8") for o in outputs], SENTENCES)
+    assert_trees_over_words([o.decode("utf-8") for o in outputs], SENTENCES, words_in_target)
 
 
 def test_repair_summary_counts_outputs_that_needed_repair():

@@ -224,6 +224,7 @@ def score_report(problem, hypotheses: Sequence[str], sources: Sequence[str],
 
     if references is None:
         references = read_aligned_references(problem, reference_path, len(hypotheses))
+    hypotheses = problem.metric_hypotheses(sources, hypotheses)
     lines = []
     for name in problem.eval_metrics:
         if name == "bleu":

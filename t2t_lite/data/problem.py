@@ -167,6 +167,12 @@ class Problem:
         (parsing: ``repaired k of n outputs``), or None when there is nothing to say."""
         return None
 
+    def metric_hypotheses(self, sources: Sequence[str],
+                          hypotheses: Sequence[str]) -> List[str]:
+        """The raw hypotheses as ``eval_metrics`` read them (parsing with words in the
+        target: the ``XX`` linearisation); here unchanged."""
+        return list(hypotheses)
+
     def read_references(self, path: Union[str, Path]) -> List[str]:
         """References for ``--decode_reference``, one per input line, compared with the raw
         hypotheses by ``eval_metrics``; here the UTF-8 lines of ``path``."""

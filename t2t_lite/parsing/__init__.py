@@ -6,7 +6,8 @@ from t2t_lite.parsing.evalb import (EvalbError, EvalbResult, evaluate, evaluate_
                                     score_sentences)
 from t2t_lite.parsing.evalb_files import read_gold_trees, write_evalb_files
 from t2t_lite.parsing.linearize import (LinearizationError, RepairReport, delinearize,
-                                        linearize, linearize_tokens, repair, source_text)
+                                        linearize, linearize_tokens, placeholders_from_words,
+                                        repair, source_text)
 from t2t_lite.parsing.trees import (Tree, TreeParseError, normalize, parse_trees, read_mrg,
                                     read_mrg_files, strip_label)
 
@@ -14,7 +15,7 @@ __all__ = [
     "EvalbError", "EvalbResult", "evaluate", "evaluate_sentence", "score_sentences",
     "read_gold_trees", "write_evalb_files",
     "LinearizationError", "RepairReport", "delinearize", "linearize", "linearize_tokens",
-    "repair", "source_text",
+    "placeholders_from_words", "repair", "source_text",
     "Tree", "TreeParseError", "normalize", "parse_trees", "read_mrg", "read_mrg_files",
     "strip_label",
 ]

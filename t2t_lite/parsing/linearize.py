@@ -41,20 +41,36 @@ def source_text(tree: Tree) -> str:
     return " ".join(tree.words())
 
 
-def linearize_tokens(tree: Tree) -> List[str]:
-    """The target side as tokens: ``["(S", "(NP", "XX", "XX", ")NP", ..., ")S"]``."""
+def linearize_tokens(tree: Tree, words: bool = False) -> List[str]:
+    """The target side as tokens: ``["(S", "(NP", "XX", "XX", ")NP", ..., ")S"]``, or with
+    ``words=True`` the words themselves in place of ``XX`` (``["(S", "(NP", "The", "dog",
+    ")NP", ...]``)."""
     if tree.is_preterminal:
-        return [PLACEHOLDER]
+        return [tree.word if words else PLACEHOLDER]
     tokens = [f"({tree.label}"]
     for child in tree.children:
-        tokens.extend(linearize_tokens(child))
+        tokens.extend(linearize_tokens(child, words))
     tokens.append(f"){tree.label}")
     return tokens
 
 
-def linearize(tree: Tree) -> str:
-    """The target side as one space-joined string."""
-    return " ".join(linearize_tokens(tree))
+def linearize(tree: Tree, words: bool = False) -> str:
+    """The target side as one space-joined string (``words``: see ``linearize_tokens``)."""
+    return " ".join(linearize_tokens(tree, words))
+
+
+def placeholders_from_words(target: Tokens, words: Sequence[str]) -> List[str]:
+    """A words-in-target output as the ``XX`` linearisation over ``words``: each token that
+    is the next word of ``words`` becomes ``XX``; other tokens are kept as they are (a
+    bracket stays a bracket, a wrong word is left for ``repair`` to drop and count)."""
+    tokens, used = [], 0
+    for token in _split(target):
+        if used < len(words) and token == words[used]:
+            tokens.append(PLACEHOLDER)
+            used += 1
+        else:
+            tokens.append(token)
+    return tokens
 
 
 def _split(target: Tokens) -> List[str]:
@@ -266,24 +282,30 @@ def escape_word(word: str) -> str:
     return word
 
 
-def repair_to_bracketed(source: str, hypothesis: str) -> Tuple[str, RepairReport]:
-    """The one-line bracketed tree that ``hypothesis`` (a linearised output) gives over
-    the words of ``source``, and what had to be repaired.
+def repair_to_bracketed(source: str, hypothesis: str,
+                        words_in_target: bool = False) -> Tuple[str, RepairReport]:
+    """The one-line bracketed tree that ``hypothesis`` (a linearised output; with
+    ``words_in_target`` one that spells the words instead of ``XX``, see
+    ``placeholders_from_words``) gives over the words of ``source``, and what had to be
+    repaired.
 
     Always well formed over exactly the source words (split on whitespace; ``(`` and
     ``)`` inside words written ``-LRB-``/``-RRB-``); words get the dummy tag ``XX``. An
     empty source gives ``""``.
     """
-    words = [escape_word(word) for word in source.split()]
+    words = source.split()
     if not words:
         return "", RepairReport(sentences=1)
-    tree, report = repair(hypothesis, words)
+    if words_in_target:
+        hypothesis = placeholders_from_words(hypothesis, words)
+    tree, report = repair(hypothesis, [escape_word(word) for word in words])
     return tree.to_string(), report
 
 
-def repair_summary(sources: Sequence[str], hypotheses: Sequence[str]) -> str:
+def repair_summary(sources: Sequence[str], hypotheses: Sequence[str],
+                   words_in_target: bool = False) -> str:
     """``repaired k of n outputs (kind=count, ...)`` over the non-blank ``sources``
     (``RepairReport.summary`` of their ``repair_to_bracketed`` reports)."""
     return RepairReport.aggregate(
-        repair_to_bracketed(source, hypothesis)[1]
+        repair_to_bracketed(source, hypothesis, words_in_target)[1]
         for source, hypothesis in zip(sources, hypotheses) if source.split()).summary()
