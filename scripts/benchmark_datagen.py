@@ -4,9 +4,9 @@ Makes a synthetic parallel corpus on the spot (plain text, one sentence a line) 
 like WMT: sentence lengths log-normal with a mean of ~23 words (sigma 0.6, 1..250 words),
 the target's length the source's times a log-normal ratio (sigma 0.15), words drawn from
 a Zipfian (s=1.1) vocabulary of 50,000 made-up words per side (frequent words short).
-Then runs datagen on its first N pairs, each run in a fresh process, and reports pairs/s
-and peak RSS (``ru_maxrss`` of the datagen process and, separately, of its largest
-encoding worker):
+Then runs datagen on its first N pairs, each run in a fresh process, and reports pairs/s,
+CPU seconds (all, the datagen process's own and its encoding workers') and peak RSS
+(``ru_maxrss`` of the datagen process and, separately, of its largest encoding worker):
 
     python scripts/benchmark_datagen.py --corpus_dir=/tmp/bench_corpus --pairs=1000000,4000000
     python scripts/benchmark_datagen.py --corpus_dir=/tmp/bench_corpus --speedup_pairs=400000
@@ -92,6 +92,13 @@ def _problem(corpus_dir: Path, pairs: int, vocab_size: int, vocab_sentences: int
     return SyntheticWmt()
 
 
+def _cpu_seconds(who: int) -> float:
+    """User + system CPU seconds of this process (``RUSAGE_SELF``) or of its finished
+    children, the encoding workers (``RUSAGE_CHILDREN``)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_once(args) -> dict:
     """One datagen run in this process; returns its figures."""
     from t2t_lite.data.datagen import generate_problem_data
@@ -108,9 +115,10 @@ def run_once(args) -> dict:
     return {"pairs": args.run, "workers": args.workers, "seconds": round(seconds, 1),
             "pairs_per_s": round(args.run / seconds), "train_examples": train.examples,
             "train_shards": len(train.shards), "vocab_reused": summary.vocab_reused,
-            "cpu_s": round(sum(getattr(resource.getrusage(who), field)
-                               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-                               for field in ("ru_utime", "ru_stime")), 1),
+            "cpu_s": round(_cpu_seconds(resource.RUSAGE_SELF)
+                           + _cpu_seconds(resource.RUSAGE_CHILDREN), 1),
+            "main_cpu_s": round(_cpu_seconds(resource.RUSAGE_SELF), 1),
+            "workers_cpu_s": round(_cpu_seconds(resource.RUSAGE_CHILDREN), 1),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024}
 
