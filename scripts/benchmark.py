@@ -182,15 +182,15 @@ def _unfuse_projections() -> None:
         w = self._kernel(self.qkv_kernel)
         kc = self.key_channels
         return (self._split_heads(ops.matmul(x, w[:, :kc]), self.key_depth),
-                self._split_heads(ops.matmul(x, w[:, kc:2 * kc]), self.key_depth),
-                self._split_heads(ops.matmul(x, w[:, 2 * kc:]), self.value_depth))
+                self._split_heads_first(ops.matmul(x, w[:, kc:2 * kc]), self.key_depth),
+                self._split_heads_first(ops.matmul(x, w[:, 2 * kc:]), self.value_depth))
 
     def project_memory(self, memory):
         memory = ops.cast(memory, self.compute_dtype)
         w = self._kernel(self.kv_kernel)
         kc = self.key_channels
-        return (self._split_heads(ops.matmul(memory, w[:, :kc]), self.key_depth),
-                self._split_heads(ops.matmul(memory, w[:, kc:]), self.value_depth))
+        return (self._split_heads_first(ops.matmul(memory, w[:, :kc]), self.key_depth),
+                self._split_heads_first(ops.matmul(memory, w[:, kc:]), self.value_depth))
 
     MultiHeadAttention.project_self = project_self
     MultiHeadAttention.project_memory = project_memory

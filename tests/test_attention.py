@@ -84,7 +84,7 @@ def test_cached_self_attention_steps_equal_causal_attention():
     layer = MultiHeadAttention(4, 16, 8, D)
     full = layer(x, attention_mask=causal_mask(Q))
     cache = layer.initial_cache(B, Q + 2)   # longer than needed: extra slots stay masked
-    assert cache["k"].shape == (B, Q + 2, 4, 4) and cache["v"].shape == (B, Q + 2, 4, 2)
+    assert cache["k"].shape == (B, 4, Q + 2, 4) and cache["v"].shape == (B, 4, Q + 2, 2)
     steps = []
     for step in range(Q):
         out, cache = layer.self_attention_step(x[:, step:step + 1], step, cache)
@@ -99,13 +99,13 @@ def test_growing_cache_steps_equal_causal_attention_and_the_preallocated_cache()
     layer = MultiHeadAttention(4, 16, 8, D)
     full = layer(x, attention_mask=causal_mask(Q))
     growing, fixed = layer.initial_cache(B, 0), layer.initial_cache(B, Q)
-    assert growing["k"].shape == (B, 0, 4, 4) and fixed["k"].shape == (B, Q, 4, 4)
+    assert growing["k"].shape == (B, 4, 0, 4) and fixed["k"].shape == (B, 4, Q, 4)
     steps = []
     for step in range(Q):
         out, growing = layer.self_attention_step(x[:, step:step + 1], step, growing,
                                                  growing=True)
         fixed_out, fixed = layer.self_attention_step(x[:, step:step + 1], step, fixed)
-        assert growing["k"].shape == (B, step + 1, 4, 4)   # exactly the positions so far
+        assert growing["k"].shape == (B, 4, step + 1, 4)   # exactly the positions so far
         np.testing.assert_allclose(out, fixed_out, atol=1e-6)
         steps.append(out)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)

@@ -85,9 +85,9 @@ def test_cached_decoding_equals_teacher_forcing(model):
     for tensor in tf.nest.flatten(cache):        # every cache tensor leads with batch
         assert tensor.shape[0] == 2
     layer = cache["decoder"]["layer_0"]
-    assert layer["self_k"].shape == (2, 8, hp.num_heads, hp.key_channels // hp.num_heads)
-    assert layer["self_v"].shape == (2, 8, hp.num_heads, hp.value_channels // hp.num_heads)
-    assert layer["encdec_k"].shape[:2] == (2, INPUTS.shape[1])
+    assert layer["self_k"].shape == (2, hp.num_heads, 8, hp.key_channels // hp.num_heads)
+    assert layer["self_v"].shape == (2, hp.num_heads, 8, hp.value_channels // hp.num_heads)
+    assert layer["encdec_k"].shape[:3] == (2, hp.num_heads, INPUTS.shape[1])
 
 
 def test_cached_decoding_in_xla_while_loop_equals_teacher_forcing():

@@ -119,8 +119,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       constraint: restricts each step's tokens (see the module doc); None = no restriction.
       constraint_state: its initial state, tensors with leading dim b (tiled to b*k).
       growing_states: False: every state keeps its shape across steps (preallocated
-        caches, as XLA needs); True: every state of rank >= 2 grows along axis 1 (the
-        Transformer's growing self-attention cache, ``initial_decode_cache(..., 0)``).
+        caches, as XLA needs); True: every state of rank >= 2 may grow along its
+        middle axes (``loop_shape_invariants``; the Transformer's growing self-attention
+        cache [b, h, step, d], ``initial_decode_cache(..., 0)``).
       sentence_states: None, or tensors with leading dim b that belong to a sentence, not
         a hypothesis (e.g. the encoder-decoder keys/values): neither tiled nor reordered,
         passed as a fourth argument, ``symbols_to_logits_fn(ids, step, states,

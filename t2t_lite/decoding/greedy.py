@@ -44,7 +44,8 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
       constraint: restricts each step's tokens; None = no restriction.
       constraint_state: its initial state, tensors with leading dim b.
       growing_states: False: every state keeps its shape; True: every state of rank >= 2
-        grows along axis 1 (the Transformer's growing self-attention cache).
+        may grow along its middle axes (``loop_shape_invariants``; the Transformer's
+        growing self-attention cache [b, h, step, d]).
 
     Returns:
       ids: int32 [b, T], without the initial id, EOS-terminated, 0 after EOS.

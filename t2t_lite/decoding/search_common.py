@@ -102,15 +102,19 @@ def decode_lengths(decode_length, batch, max_length: Optional[int]):
 def loop_shape_invariants(loop_vars: Tuple, growing: Tuple[int, ...] = ()) -> Tuple:
     """``tf.while_loop`` shape invariants: every tensor of ``loop_vars`` keeps its shape,
     except the tensors of rank >= 2 in the loop variables at the indices ``growing``, whose
-    axis 1 may grow (the Transformer's growing self-attention cache [n, step, h, d])."""
+    axes between the first and the last may grow (axis 1 of a rank-2 tensor): the
+    Transformer's growing self-attention cache [n, h, step, d], or a caller's [n, step,
+    ...] state."""
     def fixed(tensor):
         return tf.TensorShape(tensor.shape)
 
     def grows(tensor):
         shape = tf.TensorShape(tensor.shape)
-        if shape.rank is not None and shape.rank >= 2:
-            return tf.TensorShape([shape[0], None] + shape[2:].as_list())
-        return shape
+        if shape.rank is None or shape.rank < 2:
+            return shape
+        if shape.rank == 2:
+            return tf.TensorShape([shape[0], None])
+        return tf.TensorShape([shape[0]] + [None] * (shape.rank - 2) + [shape[-1]])
 
     return tuple(tf.nest.map_structure(grows if index in growing else fixed, var)
                  for index, var in enumerate(loop_vars))

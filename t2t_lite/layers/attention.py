@@ -24,11 +24,15 @@ value_dim=d_v, use_bias=False)`` by a split and a reshape (``to_keras_mha_kernel
 
 with K = key_channels.
 
+Queries are token-major [b, q, h, d_k]; keys and values are head-major [b, h, k, d], the
+layout of the batched matmuls over (b, h), so that a decoding step never transposes its
+caches (only the step's own query, key and value).
+
 Incremental decoding: ``self_attention_step`` takes one of two caches. A preallocated
-cache [b, L, h, d] (used under XLA, which needs static shapes) gets the new key and value
+cache [b, h, L, d] (used under XLA, which needs static shapes) gets the new key and value
 written at position ``step`` with ``keras.ops.slice_update`` (an XLA
 dynamic-update-slice), and attention is masked to positions <= step. A growing cache
-[b, step, h, d] (the default without XLA; length 0 at step 0) gets them appended, so
+[b, h, step, d] (the default without XLA; length 0 at step 0) gets them appended, so
 writes, attention and beam reorders cost only the positions decoded so far.
 ``memory_attention`` attends with encoder keys and values computed once by
 ``project_memory``.
@@ -113,9 +117,13 @@ class MultiHeadAttention(keras.layers.Layer):
 
     # Projections -----------------------------------------------------------------
     def _split_heads(self, x, depth):
-        """[b, n, h * depth] -> [b, n, h, depth]."""
+        """[b, n, h * depth] -> [b, n, h, depth] (token-major: queries)."""
         shape = ops.shape(x)
         return ops.reshape(x, (shape[0], shape[1], self.num_heads, depth))
+
+    def _split_heads_first(self, x, depth):
+        """[b, n, h * depth] -> [b, h, n, depth] (head-major: keys and values)."""
+        return ops.transpose(self._split_heads(x, depth), (0, 2, 1, 3))
 
     def _kernel(self, variable):
         return ops.cast(variable, self.compute_dtype)
@@ -129,36 +137,38 @@ class MultiHeadAttention(keras.layers.Layer):
         return ops.matmul(x, self._kernel(getattr(self, name)))
 
     def project_self(self, x) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """x [b, n, d_in] -> q [b, n, h, d_k], k [b, n, h, d_k], v [b, n, h, d_v]."""
+        """x [b, n, d_in] -> q [b, n, h, d_k], k [b, h, n, d_k], v [b, h, n, d_v]."""
         qkv = self._matmul(x, "qkv_kernel")
         kc = self.key_channels
         return (self._split_heads(qkv[..., :kc], self.key_depth),
-                self._split_heads(qkv[..., kc:2 * kc], self.key_depth),
-                self._split_heads(qkv[..., 2 * kc:], self.value_depth))
+                self._split_heads_first(qkv[..., kc:2 * kc], self.key_depth),
+                self._split_heads_first(qkv[..., 2 * kc:], self.value_depth))
 
     def project_query(self, x) -> tf.Tensor:
         """x [b, n, d_in] -> q [b, n, h, d_k] (encoder-decoder attention)."""
         return self._split_heads(self._matmul(x, "q_kernel"), self.key_depth)
 
     def project_memory(self, memory) -> Tuple[tf.Tensor, tf.Tensor]:
-        """memory [b, k, d_mem] -> keys [b, k, h, d_k], values [b, k, h, d_v]."""
+        """memory [b, k, d_mem] -> keys [b, h, k, d_k], values [b, h, k, d_v]."""
         memory = ops.cast(memory, self.compute_dtype)
         kv = self._matmul(memory, "kv_kernel")
         kc = self.key_channels
-        return (self._split_heads(kv[..., :kc], self.key_depth),
-                self._split_heads(kv[..., kc:], self.value_depth))
+        return (self._split_heads_first(kv[..., :kc], self.key_depth),
+                self._split_heads_first(kv[..., kc:], self.value_depth))
 
     # Attention core --------------------------------------------------------------
     def attend(self, q, k, v, mask=None, training=False):
-        """q [b, q, h, d_k], k [b, k, h, d_k], v [b, k, h, d_v], mask bool broadcastable
-        to [b, h, q, k] -> (output [b, q, output_channels], weights float32 [b, h, q, k])."""
+        """q [b, q, h, d_k], k [b, h, k, d_k], v [b, h, k, d_v], mask bool broadcastable
+        to [b, h, q, k] -> (output [b, q, output_channels], weights float32 [b, h, q, k]).
+        Keys and values are contracted in place (batched over b, h); only q and the
+        context [b, h, q, d_v] are transposed."""
         q = q * ops.cast(self.key_depth ** -0.5, q.dtype)
-        logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32")
+        logits = ops.cast(ops.einsum("bqhd,bhkd->bhqk", q, k), "float32")
         if mask is not None:
             logits = ops.where(mask, logits, large_negative("float32"))
         weights = ops.softmax(logits, axis=-1)
         dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
-        context = ops.einsum("bhqk,bkhd->bqhd", dropped, v)
+        context = ops.einsum("bhqk,bhkd->bqhd", dropped, v)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.value_channels))
         return self._matmul(context, "output_kernel"), weights
@@ -182,15 +192,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
     # Incremental decoding --------------------------------------------------------
     def initial_cache(self, batch_size, max_length: int) -> Dict[str, tf.Tensor]:
-        """Zeroed self-attention cache: {"k": [b, L, h, d_k], "v": [b, L, h, d_v]}.
+        """Zeroed self-attention cache: {"k": [b, h, L, d_k], "v": [b, h, L, d_v]}.
 
         ``max_length`` L > 0 preallocates L positions, written in place at each step (the
         fixed shapes XLA needs). L = 0 gives an empty, *growing* cache: each step appends
         its position, so a step costs O(step) rather than O(L) in cache reads, writes and
         beam reorders (what pays without XLA)."""
         dtype = self.compute_dtype
-        return {"k": ops.zeros((batch_size, max_length, self.num_heads, self.key_depth), dtype),
-                "v": ops.zeros((batch_size, max_length, self.num_heads, self.value_depth),
+        return {"k": ops.zeros((batch_size, self.num_heads, max_length, self.key_depth), dtype),
+                "v": ops.zeros((batch_size, self.num_heads, max_length, self.value_depth),
                                dtype)}
 
     def self_attention_step(self, x, step, cache: Dict[str, tf.Tensor], growing: bool = False):
@@ -198,26 +208,26 @@ class MultiHeadAttention(keras.layers.Layer):
         ``initial_cache`` -> (output [b, 1, output_channels], new cache).
 
         ``growing`` says which cache ``initial_cache`` made: False, a preallocated one
-        ([b, L, h, d], L > step), which gets this position's keys and values written at
+        ([b, h, L, d], L > step), which gets this position's keys and values written at
         ``step`` and positions > step masked; True, a growing one holding exactly ``step``
-        positions ([b, step, h, d]), which gets this position appended."""
+        positions ([b, h, step, d]), which gets this position appended."""
         q, k, v = self.project_self(x)
         if growing:
-            keys = ops.concatenate([cache["k"], ops.cast(k, cache["k"].dtype)], axis=1)
-            values = ops.concatenate([cache["v"], ops.cast(v, cache["v"].dtype)], axis=1)
+            keys = ops.concatenate([cache["k"], ops.cast(k, cache["k"].dtype)], axis=2)
+            values = ops.concatenate([cache["v"], ops.cast(v, cache["v"].dtype)], axis=2)
             output, _ = self.attend(q, keys, values)
             return output, {"k": keys, "v": values}
         step = ops.cast(step, "int32")
-        start = (0, step, 0, 0)
+        start = (0, 0, step, 0)
         keys = ops.slice_update(cache["k"], start, ops.cast(k, cache["k"].dtype))
         values = ops.slice_update(cache["v"], start, ops.cast(v, cache["v"].dtype))
-        visible = (ops.arange(ops.shape(keys)[1]) <= step)[None, None, None, :]
+        visible = (ops.arange(ops.shape(keys)[2]) <= step)[None, None, None, :]
         output, _ = self.attend(q, keys, values, visible)
         return output, {"k": keys, "v": values}
 
     def memory_attention(self, x, keys, values, mask, beam_size: int = 1):
         """Encoder-decoder attention with precomputed memory keys/values.
-        x [b, q, d_in], keys [b, k, h, d_k], values [b, k, h, d_v], mask broadcastable to
+        x [b, q, d_in], keys [b, h, k, d_k], values [b, h, k, d_v], mask broadcastable to
         [b, h, q, k] -> output [b, q, output_channels].
 
         With ``beam_size`` n > 1, ``x`` holds n hypotheses per sentence ([b*n, q, d_in],

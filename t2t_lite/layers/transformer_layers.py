@@ -157,8 +157,8 @@ class DecoderLayer(_ResidualLayer):
         return x
 
     def initial_cache(self, memory, max_length: int) -> Dict[str, Any]:
-        """memory [b, s, d] -> {"self_k": [b, L, h, d_k], "self_v": [b, L, h, d_v],
-        "encdec_k": [b, s, h, d_k], "encdec_v": [b, s, h, d_v]}."""
+        """memory [b, s, d] -> {"self_k": [b, h, L, d_k], "self_v": [b, h, L, d_v],
+        "encdec_k": [b, h, s, d_k], "encdec_v": [b, h, s, d_v]} (head-major)."""
         cache = self.self_attention.initial_cache(ops.shape(memory)[0], max_length)
         encdec_k, encdec_v = self.encdec_attention.project_memory(memory)
         return {"self_k": cache["k"], "self_v": cache["v"],
@@ -170,7 +170,7 @@ class DecoderLayer(_ResidualLayer):
         [b, h, 1, s] -> (y [b, 1, d], new cache). With ``beam_size`` n > 1, ``encdec_k``,
         ``encdec_v`` and ``memory_mask`` are per sentence ([b / n, ...]) while ``x`` and
         the self-attention cache hold n hypotheses per sentence (sentence-major).
-        ``growing``: the self-attention cache grows ([b, step, h, d]) rather than being
+        ``growing``: the self-attention cache grows ([b, h, step, d]) rather than being
         preallocated (``MultiHeadAttention.self_attention_step``)."""
         new_cache = dict(cache)
 

@@ -13,8 +13,8 @@ API (d = hidden_size, h heads, V vocabulary, L = max_decode_length):
   "decoder_self": [[b, h, t, t]] * N, "encdec": [[b, h, t, s]] * N} (teacher forced).
 * ``encode(inputs, training=False)`` -> (memory [b, s, d], memory_mask bool [b, s]).
 * ``initial_decode_cache(memory, memory_mask, L)`` -> nested dict, every tensor with
-  leading dim b: {"decoder": {"layer_i": {"self_k" [b, L, h, d_k], "self_v" [b, L, h, d_v],
-  "encdec_k" [b, s, h, d_k], "encdec_v" [b, s, h, d_v]}}, "memory_mask" [b, s]};
+  leading dim b: {"decoder": {"layer_i": {"self_k" [b, h, L, d_k], "self_v" [b, h, L, d_v],
+  "encdec_k" [b, h, s, d_k], "encdec_v" [b, h, s, d_v]}}, "memory_mask" [b, s]};
   L = 0 gives self-attention caches that grow by one position per step.
 * ``decode_step(ids [b], step, cache)`` -> (float32 logits [b, V], new cache); ``ids``
   is the decoder input at position ``step`` (0, the start symbol, at step 0). Usable in
@@ -164,8 +164,8 @@ class Transformer(keras.Model):
         (float32 logits [b, V] for the next token, new cache).
 
         ``growing`` says which cache ``initial_decode_cache`` made: False, preallocated
-        (self-attention keys/values [b, L, h, d] written at ``step``); True, growing
-        ([b, step, h, d] in, [b, step + 1, h, d] out).
+        (self-attention keys/values [b, h, L, d] written at ``step``); True, growing
+        ([b, h, step, d] in, [b, h, step + 1, d] out).
 
         With ``beam_size`` n > 1, ``ids`` and the self-attention caches hold n hypotheses
         per sentence (sentence-major, [b*n, ...]) while ``memory_mask`` and the
@@ -184,9 +184,9 @@ class Transformer(keras.Model):
     @staticmethod
     def split_memory_cache(cache: Dict) -> Tuple[Dict, Dict]:
         """An ``initial_decode_cache`` -> (search states, per-sentence constants): the
-        states hold only the self-attention caches (``self_k``/``self_v`` [b, L, h, d],
+        states hold only the self-attention caches (``self_k``/``self_v`` [b, h, L, d],
         tiled to the beams and reordered each step by beam search); the constants hold
-        ``memory_mask`` [b, s] and every layer's ``encdec_k``/``encdec_v`` [b, s, h, d],
+        ``memory_mask`` [b, s] and every layer's ``encdec_k``/``encdec_v`` [b, h, s, d],
         to be captured by the step function (``beam_decode_step``) rather than carried as
         loop states."""
         states = {"decoder": {}}
