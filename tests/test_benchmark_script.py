@@ -112,3 +112,17 @@ def test_unknown_peer_is_one_error_line():
         "error: --peers: unknown onnx for decode; choose from "
         "ctranslate2_float32,ctranslate2_int8,torch"]
     assert out.stdout == ""  # refused before any work (no header, no TensorFlow)
+
+
+def test_cache_layout_ab_runs_both_layouts_and_they_agree():
+    script = SCRIPT.with_name("bench_cache_layout.py")
+    out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
+                          "--vocab_size=50", "--batch=2", "--source_length=4",
+                          "--target_length=5", "--beam_size=2", "--rounds=1"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("cache layout A/B: quantize=none")
+    assert "identical ids: True" in lines
+    assert re.fullmatch(r"head-major [\d.]+ s, token-major [\d.]+ s \(median of 1\): "
+                        r"speed-up [\d.]+x", lines[-1]), lines[-1]
