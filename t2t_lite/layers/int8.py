@@ -75,12 +75,28 @@ class Int8Kernel(tf.Module):
         return tf.cast(self.q, tf.float32) * self.scale
 
 
+def _row_scales(x):
+    """x float32 [m, k] -> (scales [m, 1] = max|x[r, :]| / 127 (1 for a zero row), their
+    reciprocals [m, 1]); rows are quantized by multiplying with the reciprocal, one
+    [m, k] pass instead of a division."""
+    scale = tf.reduce_max(tf.abs(x), axis=-1, keepdims=True) / ACTIVATION_LEVELS
+    scale = tf.where(scale > 0, scale, tf.ones_like(scale))
+    return scale, 1.0 / scale
+
+
 def quantize_rows(x):
     """x float [m, k] -> (int8 [m, k], float32 scales [m, 1]), symmetric per row."""
     x = tf.cast(x, tf.float32)
-    scale = tf.reduce_max(tf.abs(x), axis=-1, keepdims=True) / ACTIVATION_LEVELS
-    scale = tf.where(scale > 0, scale, tf.ones_like(scale))
-    return tf.cast(tf.round(x / scale), tf.int8), scale
+    scale, inverse = _row_scales(x)
+    return tf.cast(tf.round(x * inverse), tf.int8), scale
+
+
+def _quantize_rows_u8(x):
+    """x float [m, k] -> (quint8 [m, k] = round(x / scale) + 128, scales [m, 1]): the
+    offset activations oneDNN's u8 x s8 kernel takes, in one cast."""
+    x = tf.cast(x, tf.float32)
+    scale, inverse = _row_scales(x)
+    return tf.bitcast(tf.cast(tf.round(x * inverse) + 128.0, tf.uint8), tf.quint8), scale
 
 
 def _in_xla_context() -> bool:
@@ -93,9 +109,9 @@ def _in_xla_context() -> bool:
         return False
 
 
-def _onednn_product(x_q, q, compensation):
-    """int8 [m, k] @ int8 [k, n] -> float32 [m, n], exact (oneDNN u8 x s8)."""
-    x_u8 = tf.bitcast(tf.cast(tf.cast(x_q, tf.int32) + 128, tf.uint8), tf.quint8)
+def _onednn_product(x_u8, q, compensation):
+    """(x_q + 128) quint8 [m, k] @ int8 [k, n] -> float32 [m, n] = x_q @ q, exact (oneDNN
+    u8 x s8; ``compensation`` removes the offset)."""
     return tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
         a=x_u8, b=tf.bitcast(q, tf.qint8), bias=compensation,
         min_a=0.0, max_a=255.0, min_b=-127.0, max_b=127.0,
@@ -114,12 +130,14 @@ def int8_matmul(x, kernel: Int8Kernel, dtype=tf.float32):
     kernel, rescaled by the row and column scales."""
     shape = tf.shape(x)
     rows = tf.reshape(x, [-1, shape[-1]])
-    x_q, row_scale = quantize_rows(rows)
     if _in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
+        x_q, row_scale = quantize_rows(rows)
         product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32), tf.float32)
     elif onednn_enabled():
-        product = _onednn_product(x_q, kernel.q, kernel.compensation)
+        x_u8, row_scale = _quantize_rows_u8(rows)
+        product = _onednn_product(x_u8, kernel.q, kernel.compensation)
     else:
+        x_q, row_scale = quantize_rows(rows)
         product = _xla_product(x_q, tf.convert_to_tensor(kernel.q))
     out = product * row_scale * kernel.scale
     n = tf.shape(kernel.q)[1]
