@@ -171,3 +171,23 @@ def test_int8_export_translates_as_the_int8_decoder_in_a_fresh_process(capsys, t
         decoded[quantize] = target.read_text(encoding="utf-8").split("\n")[:-1]
     assert served["translations"] == decoded["int8"]
     assert all(served["translations"][i] for i in (0, 2, 3, 4))
+
+
+@pytest.mark.parametrize("environment, expected", [(None, "1"), ("0", "0"), ("1", "1")])
+def test_the_decoder_turns_on_onednn_for_float32_unless_the_environment_says(environment,
+                                                                           expected):
+    """The decoder's pre-TensorFlow step sets TF_ENABLE_ONEDNN_OPTS=1 for float32 decoding
+    too (oneDNN's float32 matmul is the faster one on CPU); a user's 0 is kept."""
+    run_dir = tiny_run_dir()
+    code = ("import os, sys, argparse\n"
+            "from t2t_lite.commands.quantize_flag import prepare_decoder_command\n"
+            f"prepare_decoder_command(argparse.Namespace(output_dir={str(run_dir)!r}, "
+            "quantize='none'))\n"
+            "assert 'tensorflow' not in sys.modules\n"
+            "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))\n")
+    env = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}
+    if environment is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = environment
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, check=True)
+    assert result.stdout.strip() == expected

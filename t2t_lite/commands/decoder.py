@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
 from t2t_lite.commands.common import command_parser, run_command
-from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_run_dir_command
+from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_decoder_command
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, path_error
 
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     return run_command(build_parser(), argv, decode, required=("output_dir",),
-                       before_tensorflow=prepare_run_dir_command)
+                       before_tensorflow=prepare_decoder_command)
 
 
 def decode(args: argparse.Namespace) -> None:
