@@ -28,8 +28,9 @@ Optimisations can be switched off to see what each buys: ``--no-jit_compile`` (X
 ``--no-memory_per_sentence`` (decode: encoder-decoder keys/values tiled to every beam and
 reordered each step instead of kept once per sentence), ``--mixed_precision`` (bfloat16
 compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_threads``.
-``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``; sets
-``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it).
+``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``). ``decode``
+sets ``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it, as ``t2t-lite-decoder``
+does; the first line names the CPU's SIMD flags (``cpu=``) and whether oneDNN is on.
 
 ``--compare`` (train and decode) then times, in the same process and on the same shapes
 with random weights, the peers a user would pick instead (``scripts/benchmark_peers.py``;
@@ -157,8 +158,10 @@ def peak_rss_mb() -> float:
 
 
 def setup_tf(args):
-    if getattr(args, "quantize", "none") == "int8" and "tensorflow" not in sys.modules:
-        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # oneDNN's int8 matmul
+    if hasattr(args, "quantize") and "tensorflow" not in sys.modules:
+        # decode: oneDNN's ops on, as t2t-lite-decoder turns them on (its int8 matmul,
+        # and its float32 matmul, faster than TensorFlow's default without XLA)
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     import tensorflow as tf
     if args.intra_threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
@@ -209,11 +212,29 @@ def get_hparams(args):
     return registered(args.hparams_set, args.hparams)
 
 
+SIMD_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8")
+
+
+def cpu_features() -> str:
+    """The CPU's matmul-relevant SIMD flags (``/proc/cpuinfo``), e.g. ``avx2+fma``: this
+    project's machines differ between sessions (AVX2 only, or AVX-512 with VNNI and BF16),
+    and int8/bfloat16 speeds depend on them."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            flags = next((line.split(":", 1)[1].split() for line in cpuinfo
+                          if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return "+".join(flag for flag in SIMD_FLAGS if flag in flags) or "none"
+
+
 def describe(args, tf) -> str:
+    from t2t_lite.layers.int8 import onednn_enabled
     return (f"jit_compile={args.jit_compile} fused_qkv={args.fused_qkv} "
             f"mixed_precision={args.mixed_precision} "
             f"threads(intra,inter)=({tf.config.threading.get_intra_op_parallelism_threads()},"
-            f"{tf.config.threading.get_inter_op_parallelism_threads()})")
+            f"{tf.config.threading.get_inter_op_parallelism_threads()}) "
+            f"cpu={cpu_features()} onednn={onednn_enabled()}")
 
 
 # Training -------------------------------------------------------------------------------
