@@ -126,3 +126,17 @@ def test_cache_layout_ab_runs_both_layouts_and_they_agree():
     assert "identical ids: True" in lines
     assert re.fullmatch(r"head-major [\d.]+ s, token-major [\d.]+ s \(median of 1\): "
                         r"speed-up [\d.]+x", lines[-1]), lines[-1]
+
+
+def test_profile_decode_prints_op_types_with_times():
+    script = SCRIPT.with_name("profile_decode.py")
+    out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
+                          "--vocab_size=50", "--batch=2", "--top=40"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("profile: quantize=none") and "cpu=" in lines[0]
+    assert re.fullmatch(r"profiled search: [\d.]+ s", lines[1]), lines[1]
+    rows = [re.fullmatch(r"(\S+)\s+([\d.]+) s\s+(\d+) calls", line) for line in lines[2:]]
+    assert 5 <= len(rows) <= 40 and all(rows), lines[2:]
+    assert "_MklMatMul" in [row.group(1) for row in rows]   # oneDNN on, as in the decoder
