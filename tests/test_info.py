@@ -1,14 +1,20 @@
 """t2t-lite-info: hparams JSON, parameter table, total_params, errors and registry help."""
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 from t2t_lite import registry
 from t2t_lite.commands import info
 from t2t_lite.models.parameters import build_shapes_only
 
+# The console script installed beside this interpreter (found whether or not the
+# environment is activated).
+INFO = str(Path(sys.executable).parent / "t2t-lite-info")
+
 
 def test_console_script_prints_the_models_count():
-    result = subprocess.run(["t2t-lite-info", "--hparams_set=transformer_base",
+    result = subprocess.run([INFO, "--hparams_set=transformer_base",
                              "--vocab_size=37000"], capture_output=True, text=True, check=True)
     lines = result.stdout.strip().splitlines()
     expected = build_shapes_only(registry.hparams("transformer_base"), 37000).count_params()
@@ -20,7 +26,7 @@ def test_console_script_prints_the_models_count():
 
 
 def test_bad_override_exits_2_with_the_message():
-    result = subprocess.run(["t2t-lite-info", "--hparams=num_head=4"], capture_output=True,
+    result = subprocess.run([INFO, "--hparams=num_head=4"], capture_output=True,
                             text=True)
     assert result.returncode == 2
     assert "unknown hparam 'num_head'" in result.stderr and "Traceback" not in result.stderr
