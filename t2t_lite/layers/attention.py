@@ -166,7 +166,10 @@ class MultiHeadAttention(keras.layers.Layer):
         logits = ops.cast(ops.einsum("bqhd,bhkd->bhqk", q, k), "float32")
         if mask is not None:
             logits = ops.where(mask, logits, large_negative("float32"))
-        weights = ops.softmax(logits, axis=-1)
+        # One key (the first step of a growing cache): softmax is 1; Keras warns on a
+        # size-1 softmax axis, so say it directly.
+        weights = (ops.ones_like(logits) if logits.shape[-1] == 1
+                   else ops.softmax(logits, axis=-1))
         dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
         context = ops.einsum("bhqk,bhkd->bqhd", dropped, v)
         shape = ops.shape(context)
