@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for path in (ROOT, os.path.join(ROOT, "scripts")):
@@ -88,42 +86,21 @@ def main(argv=None) -> None:
     parser.add_argument("--quantize", default="none", choices=("none", "int8"))
     parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--hparams_set", default="transformer_base")
-    parser.add_argument("--hparams", default="")
-    parser.add_argument("--vocab_size", type=int, default=37000)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--source_length", type=int, default=24)
-    parser.add_argument("--target_length", type=int, default=30)
-    parser.add_argument("--beam_size", type=int, default=4)
-    parsed = parser.parse_args(argv)
     import benchmark
-    args = argparse.Namespace(
-        hparams_set=parsed.hparams_set, hparams=parsed.hparams, vocab_size=parsed.vocab_size,
-        jit_compile=parsed.jit_compile, fused_qkv=True, mixed_precision=False,
-        intra_threads=0, inter_threads=0, batch=parsed.batch,
-        source_length=parsed.source_length, target_length=parsed.target_length,
-        beam_size=parsed.beam_size, alpha=0.6, memory_per_sentence=True,
-        quantize=parsed.quantize)
+    benchmark.add_search_flags(parser)
+    parsed = parser.parse_args(argv)
+    args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
     tf = benchmark.setup_tf(args)
-    import keras
     print(f"cache layout A/B: quantize={parsed.quantize} {benchmark.describe(args, tf)}",
           flush=True)
-    hparams = benchmark.get_hparams(args)
-    keras.utils.set_random_seed(0)                 # the same weights for both
-    head_major = benchmark.make_decode(args, hparams)
-    head_major_ids, _ = head_major()               # traced with the library's attention
-    install_token_major_layout()
-    keras.utils.set_random_seed(0)
-    token_major = benchmark.make_decode(args, hparams)
-    token_major_ids, _ = token_major()
+    # the first traced with the library's attention, the second with the old layout
+    (head_major, (head_major_ids, _)), (token_major, (token_major_ids, _)) = \
+        benchmark.same_weight_searches(args, benchmark.get_hparams(args),
+                                       install_token_major_layout)
     print(f"identical ids: {bool((head_major_ids == token_major_ids).all())}", flush=True)
-    seconds = {"head-major": [], "token-major": []}
-    for _ in range(parsed.rounds):
-        for name, run in (("head-major", head_major), ("token-major", token_major)):
-            start = time.perf_counter()
-            run()
-            seconds[name].append(time.perf_counter() - start)
-    new, old = (statistics.median(seconds[name]) for name in ("head-major", "token-major"))
+    medians = benchmark.interleaved_medians(
+        {"head-major": head_major, "token-major": token_major}, parsed.rounds)
+    new, old = medians["head-major"], medians["token-major"]
     print(f"head-major {new:.3f} s, token-major {old:.3f} s (median of {parsed.rounds}): "
           f"speed-up {old / new:.3f}x")
 

@@ -199,6 +199,60 @@ def _unfuse_projections() -> None:
     MultiHeadAttention.project_memory = project_memory
 
 
+def add_search_flags(parser: argparse.ArgumentParser) -> None:
+    """The model and the work of ``decode``'s search, for scripts that time pieces of it
+    (defaults: base dimensions, V = 37,000, 32 sentences x 24 source tokens, beam 4, 30
+    forced target tokens)."""
+    parser.add_argument("--hparams_set", default="transformer_base")
+    parser.add_argument("--hparams", default="")
+    parser.add_argument("--vocab_size", type=int, default=37000)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--source_length", type=int, default=24)
+    parser.add_argument("--target_length", type=int, default=30)
+    parser.add_argument("--beam_size", type=int, default=4)
+
+
+def search_args(parsed: argparse.Namespace, quantize: str,
+                jit_compile: bool) -> argparse.Namespace:
+    """What ``make_decode`` takes, from ``add_search_flags``'s flags: the decoder's
+    defaults otherwise (fused Q/K/V, float32 compute, encoder-decoder keys and values once
+    per sentence, α 0.6, TensorFlow's own thread counts)."""
+    return argparse.Namespace(
+        hparams_set=parsed.hparams_set, hparams=parsed.hparams, vocab_size=parsed.vocab_size,
+        jit_compile=jit_compile, fused_qkv=True, mixed_precision=False, intra_threads=0,
+        inter_threads=0, batch=parsed.batch, source_length=parsed.source_length,
+        target_length=parsed.target_length, beam_size=parsed.beam_size, alpha=0.6,
+        memory_per_sentence=True, quantize=quantize)
+
+
+def same_weight_searches(args, hparams, change: Callable[[], None]):
+    """Two of ``make_decode``'s searches on the same random weights (seed 0): the first
+    traced as the library is, the second traced after ``change()`` (which replaces some
+    library code). Returns ((first, its output), (second, its output))."""
+    import keras
+    keras.utils.set_random_seed(0)
+    first = make_decode(args, hparams)
+    first_output = first()
+    change()
+    keras.utils.set_random_seed(0)
+    second = make_decode(args, hparams)
+    return (first, first_output), (second, second())
+
+
+def interleaved_medians(runs: Dict[str, Callable[[], object]], rounds: int,
+                        warmup_rounds: int = 0) -> Dict[str, float]:
+    """Median wall seconds of each of ``runs``, run in turn ``rounds`` times after
+    ``warmup_rounds`` untimed rounds."""
+    seconds: Dict[str, list] = {name: [] for name in runs}
+    for round_ in range(warmup_rounds + rounds):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            if round_ >= warmup_rounds:
+                seconds[name].append(time.perf_counter() - start)
+    return {name: statistics.median(times) for name, times in seconds.items()}
+
+
 def build_model(args, hparams):
     from t2t_lite.models.transformer import Transformer
     model = Transformer(hparams, args.vocab_size)

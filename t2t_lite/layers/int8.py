@@ -125,11 +125,9 @@ def _xla_product(x_q, q):
     return tf.cast(tf.linalg.matmul(x_q, q, output_type=tf.int32), tf.float32)
 
 
-def int8_matmul(x, kernel: Int8Kernel, dtype=tf.float32):
-    """x float [..., k] -> [..., n] in ``dtype``: x quantized per row times the int8
-    kernel, rescaled by the row and column scales."""
-    shape = tf.shape(x)
-    rows = tf.reshape(x, [-1, shape[-1]])
+def int8_product(rows, kernel: Int8Kernel):
+    """rows float [m, k] -> (float32 [m, n] = x_q @ q exactly, the rows' scales [m, 1]):
+    the rows quantized and multiplied by the kernel's int8 weights, not yet rescaled."""
     if _in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
         x_q, row_scale = quantize_rows(rows)
         product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32), tf.float32)
@@ -139,6 +137,14 @@ def int8_matmul(x, kernel: Int8Kernel, dtype=tf.float32):
     else:
         x_q, row_scale = quantize_rows(rows)
         product = _xla_product(x_q, tf.convert_to_tensor(kernel.q))
+    return product, row_scale
+
+
+def int8_matmul(x, kernel: Int8Kernel, dtype=tf.float32):
+    """x float [..., k] -> [..., n] in ``dtype``: x quantized per row times the int8
+    kernel, rescaled by the row and column scales."""
+    shape = tf.shape(x)
+    product, row_scale = int8_product(tf.reshape(x, [-1, shape[-1]]), kernel)
     out = product * row_scale * kernel.scale
     n = tf.shape(kernel.q)[1]
     return tf.cast(tf.reshape(out, tf.concat([shape[:-1], [n]], axis=0)), dtype)

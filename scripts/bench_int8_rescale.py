@@ -1,0 +1,64 @@
+"""Benchmark: the most that cheaper int8 rescaling could give a whole int8 search.
+
+    python scripts/bench_int8_rescale.py [--rounds=5]
+
+Every int8 matmul (``t2t_lite.layers.int8.int8_matmul``) multiplies its exact integer
+products by the rows' scales and the columns' scales: two passes over its [rows, n]
+output, [128, 37,000] for the softmax projection. oneDNN's int8 kernel takes only scalar
+scales, so those passes stay outside it. This script times ``scripts/benchmark.py
+decode``'s int8 search (base dimensions, V = 37,000, 32 sentences x 24 source tokens, beam
+4, 30 forced target tokens, oneDNN's kernel where this process has it, no XLA) on the same
+weights twice in one process, interleaved ``--rounds`` times after one untimed round: as the library runs it, and
+with both rescaling passes left out. The second search's values are wrong (it is timed,
+not compared); its speed-up is an upper bound on what any folding of the rescaling into
+fewer passes could give.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (ROOT, os.path.join(ROOT, "scripts")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def leave_out_rescaling() -> None:
+    """Makes every layer's int8 matmul return its raw integer products (no rescaling)."""
+    import tensorflow as tf
+    from t2t_lite.layers import attention, embedding, feed_forward, int8
+
+    def unscaled_int8_matmul(x, kernel, dtype=tf.float32):
+        shape = tf.shape(x)
+        product, _ = int8.int8_product(tf.reshape(x, [-1, shape[-1]]), kernel)
+        n = tf.shape(kernel.q)[1]
+        return tf.cast(tf.reshape(product, tf.concat([shape[:-1], [n]], axis=0)), dtype)
+
+    for module in (attention, embedding, feed_forward):
+        module.int8_matmul = unscaled_int8_matmul
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    import benchmark
+    benchmark.add_search_flags(parser)
+    parsed = parser.parse_args(argv)
+    args = benchmark.search_args(parsed, quantize="int8", jit_compile=False)
+    tf = benchmark.setup_tf(args)
+    from t2t_lite.layers.int8 import kernel_name
+    print(f"int8 rescaling A/B: kernel={kernel_name()} {benchmark.describe(args, tf)}",
+          flush=True)
+    (library, _), (unscaled, _) = benchmark.same_weight_searches(
+        args, benchmark.get_hparams(args), leave_out_rescaling)
+    medians = benchmark.interleaved_medians(
+        {"library": library, "no rescaling": unscaled}, parsed.rounds, warmup_rounds=1)
+    with_rescaling, without = medians["library"], medians["no rescaling"]
+    print(f"library {with_rescaling:.3f} s, no rescaling {without:.3f} s (median of "
+          f"{parsed.rounds}): upper bound {with_rescaling / without:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
