@@ -140,3 +140,55 @@ def test_profile_decode_prints_op_types_with_times():
     rows = [re.fullmatch(r"(\S+)\s+([\d.]+) s\s+(\d+) calls", line) for line in lines[2:]]
     assert 5 <= len(rows) <= 40 and all(rows), lines[2:]
     assert "_MklMatMul" in [row.group(1) for row in rows]   # oneDNN on, as in the decoder
+
+
+def _script_module(name):
+    """scripts/NAME.py imported in this process (no interpreter start-up)."""
+    import importlib.util
+    for path in (str(SCRIPT.parent.parent), str(SCRIPT.parent)):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_beam_reorder_variants_compute_what_gathering_computes(capsys):
+    script = _script_module("bench_beam_reorder")
+    script.main(["--batch=2", "--beam_size=3", "--heads=2", "--depth=4", "--length=6",
+                 "--layers=2", "--rounds=1"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("beam reorder under XLA: 2 x beam 3, 2 heads x 4, 6 positions")
+    rows = [re.fullmatch(r"(\w+): [\d.]+ ms per search, [\d.]+x gather's time, "
+                         r"agrees with gather: (\w+(?: \w+)?)", line) for line in lines[1:]]
+    assert all(rows), lines
+    assert {row.group(1): row.group(2) for row in rows} == {
+        "gather": "True", "none": "not compared", "index_all_beams": "True",
+        "index_gather": "True", "unrolled": "True"}
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--variants=gather,swap"], "--variants: swap (choose from"),
+    (["--variants=none"], "--variants: gather is required"),
+    (["--length=5"], "--length=5: unrolled runs two steps per iteration"),
+])
+def test_beam_reorder_refuses_bad_flags(flags, message, capsys):
+    script = _script_module("bench_beam_reorder")
+    with pytest.raises(SystemExit) as exit_info:
+        script.main(flags)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_int8_rescale_times_the_library_and_the_unscaled_search(capsys, monkeypatch):
+    from t2t_lite.layers import attention, embedding, feed_forward
+    for module in (attention, embedding, feed_forward):   # undone after the test
+        monkeypatch.setattr(module, "int8_matmul", module.int8_matmul)
+    script = _script_module("bench_int8_rescale")
+    script.main(["--hparams_set=transformer_tiny", "--vocab_size=50", "--batch=2",
+                 "--beam_size=2", "--source_length=4", "--target_length=5", "--rounds=1"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("int8 rescaling A/B: kernel=")
+    assert re.fullmatch(r"library [\d.]+ s, no rescaling [\d.]+ s \(median of 1\): "
+                        r"upper bound [\d.]+x", lines[-1]), lines[-1]
