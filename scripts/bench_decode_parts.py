@@ -33,8 +33,9 @@ import time
 from typing import Callable, Sequence
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+for path in (ROOT, os.path.join(ROOT, "scripts")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -177,12 +178,10 @@ def whole_search(args) -> int:
     fns = {"reference": make(reference.beam_search), "current": make(beam_search)}
     outputs = {name: [t.numpy() for t in fn(inputs)] for name, fn in fns.items()}
     same = all((a == b).all() for a, b in zip(outputs["reference"], outputs["current"]))
-    times = {name: [] for name in fns}
-    for _ in range(args.repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn(inputs)[0].numpy()
-            times[name].append(time.perf_counter() - start)
+    import benchmark
+    times = benchmark.interleaved_seconds(
+        {name: (lambda fn=fn: fn(inputs)[0].numpy()) for name, fn in fns.items()},
+        args.repeats)
     print(f"whole search {args.hparams_set} V={vocab} batch={args.batch} beam={k} "
           f"source={args.source_length} target={target}, no XLA, growing cache; "
           f"identical ids and scores: {same}; load average {os.getloadavg()[0]:.1f}")

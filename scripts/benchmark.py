@@ -239,10 +239,10 @@ def same_weight_searches(args, hparams, change: Callable[[], None]):
     return (first, first_output), (second, second())
 
 
-def interleaved_medians(runs: Dict[str, Callable[[], object]], rounds: int,
-                        warmup_rounds: int = 0) -> Dict[str, float]:
-    """Median wall seconds of each of ``runs``, run in turn ``rounds`` times after
-    ``warmup_rounds`` untimed rounds."""
+def interleaved_seconds(runs: Dict[str, Callable[[], object]], rounds: int,
+                        warmup_rounds: int = 0) -> Dict[str, list]:
+    """Wall seconds of each of ``runs``, run in turn ``rounds`` times after
+    ``warmup_rounds`` untimed rounds: {name: [seconds per round]}."""
     seconds: Dict[str, list] = {name: [] for name in runs}
     for round_ in range(warmup_rounds + rounds):
         for name, run in runs.items():
@@ -250,7 +250,14 @@ def interleaved_medians(runs: Dict[str, Callable[[], object]], rounds: int,
             run()
             if round_ >= warmup_rounds:
                 seconds[name].append(time.perf_counter() - start)
-    return {name: statistics.median(times) for name, times in seconds.items()}
+    return seconds
+
+
+def interleaved_medians(runs: Dict[str, Callable[[], object]], rounds: int,
+                        warmup_rounds: int = 0) -> Dict[str, float]:
+    """The median of each run's ``interleaved_seconds``."""
+    return {name: statistics.median(times)
+            for name, times in interleaved_seconds(runs, rounds, warmup_rounds).items()}
 
 
 def build_model(args, hparams):

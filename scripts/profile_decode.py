@@ -58,18 +58,11 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quantize", default="none", choices=("none", "int8"))
     parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
-    parser.add_argument("--hparams_set", default="transformer_base")
-    parser.add_argument("--vocab_size", type=int, default=37000)
-    parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--top", type=int, default=30)
-    parsed = parser.parse_args(argv)
     import benchmark
-    args = argparse.Namespace(
-        hparams_set=parsed.hparams_set, hparams="", vocab_size=parsed.vocab_size,
-        jit_compile=parsed.jit_compile, fused_qkv=True, mixed_precision=False,
-        intra_threads=0, inter_threads=0, batch=parsed.batch, source_length=24,
-        target_length=30, beam_size=4, alpha=0.6, memory_per_sentence=True,
-        quantize=parsed.quantize)
+    benchmark.add_search_flags(parser)
+    parsed = parser.parse_args(argv)
+    args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
     tf = benchmark.setup_tf(args)
     print(f"profile: quantize={parsed.quantize} {benchmark.describe(args, tf)}", flush=True)
     run = benchmark.make_decode(args, benchmark.get_hparams(args))

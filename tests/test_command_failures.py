@@ -29,15 +29,21 @@ def run_command(name, *flags, cwd, stdin=subprocess.DEVNULL, shell_suffix=""):
                           timeout=600)
 
 
-def assert_one_error_line(result, *needles, status=2):
-    err = result.stderr.decode("utf-8", "replace")
+def the_one_error_line(err: str, *needles) -> str:
+    """The single ``error:`` line of a command's stderr ``err`` (no traceback), which
+    holds every one of ``needles``."""
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert "Traceback" not in err, err
     assert len(errors) == 1, err
-    assert result.returncode == status, err
     for needle in needles:
         assert needle in errors[0], errors[0]
     return errors[0]
+
+
+def assert_one_error_line(result, *needles, status=2):
+    err = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == status, err
+    return the_one_error_line(err, *needles)
 
 
 def _unwritable_dir() -> Path:
@@ -222,9 +228,7 @@ def test_info_out_of_range_hparams(capsys, override, message):
     # In process (the console script's own error path is run in tests/test_info.py).
     from t2t_lite.commands import info
     assert info.main(["--hparams_set=transformer_tiny", f"--hparams={override}"]) == 2
-    err = capsys.readouterr().err
-    errors = [line for line in err.splitlines() if line.startswith("error:")]
-    assert "Traceback" not in err and len(errors) == 1 and message in errors[0], err
+    the_one_error_line(capsys.readouterr().err, message)
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
 """t2t-lite-info: hparams JSON, parameter table, total_params, errors and registry help."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,8 +10,9 @@ from t2t_lite.commands import info
 from t2t_lite.models.parameters import build_shapes_only
 
 # The console script installed beside this interpreter (found whether or not the
-# environment is activated).
-INFO = str(Path(sys.executable).parent / "t2t-lite-info")
+# environment is activated), else the one on PATH (a user-site install).
+BESIDE = Path(sys.executable).parent / "t2t-lite-info"
+INFO = str(BESIDE) if BESIDE.exists() else (shutil.which("t2t-lite-info") or str(BESIDE))
 
 
 def test_console_script_prints_the_models_count():
