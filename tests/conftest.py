@@ -44,3 +44,13 @@ def numbers_data() -> Path:
     session and shared: tests read it, never write into it."""
     import run_dir_helpers
     return run_dir_helpers.data_dir()
+
+
+
+@pytest.fixture(scope="session")
+def trained_ptb_parser(tmp_path_factory):
+    """A parser trained briefly on the WSJ sample (``trained_parser.train_ptb_parser``),
+    once per session: tests read it, never write into it."""
+    import trained_parser
+    return trained_parser.train_ptb_parser(shared_data_dir("ptb_wsj_sample"),
+                                           tmp_path_factory.mktemp("ptb_parser"))

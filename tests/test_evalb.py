@@ -6,6 +6,7 @@ import subprocess
 from functools import lru_cache
 
 import pytest
+from trained_parser import EVAL_SENTENCES, PROBLEM, TRAIN_STEPS
 
 from t2t_lite.parsing import (EvalbError, EvalbResult, Tree, evaluate, evaluate_sentence,
                               linearize, read_gold_trees, read_mrg_files, repair,
@@ -308,30 +309,20 @@ def printed_scores(text, separator):
     return {name: float(value) for name, value in pairs}
 
 
-SENTENCES = 30  # decoded dev sentences: an untrained model's outputs run long
-
-
 @pytest.mark.slow
 def test_evalb_itself_agrees_with_decoder_and_trainer_on_a_trained_model(
-        tmp_path, ptb_sample_dir, capsys):
-    from t2t_lite.commands import datagen, decoder, trainer
+        tmp_path, trained_ptb_parser, capsys):
+    from t2t_lite.commands import decoder
     from t2t_lite.commands import evalb as evalb_command
     from t2t_lite.parsing.evalb_files import read_gold_trees, read_test_trees
     binary, params = compile_evalb(tmp_path)
-    problem, data, run = "parsing_english_ptb_sample", tmp_path / "data", tmp_path / "run"
-    assert datagen.main([f"--problem={problem}", f"--data_dir={data}",
-                         f"--tmp_dir={ptb_sample_dir}", "--no_download"]) == 0
-    # a few hundred steps: outputs with structure, far from perfect (real repairs, misses)
-    assert trainer.main([f"--problem={problem}", "--hparams_set=transformer_parsing_tiny",
-                         f"--data_dir={data}", f"--output_dir={run}", "--train_steps=300",
-                         "--local_eval_frequency=0", f"--eval_decode_sentences={SENTENCES}",
-                         "--log_step_count_steps=100"]) == 0
-    trained = printed_scores(capsys.readouterr().out.split("[eval]")[-1], "=")
+    problem, data, run = PROBLEM, trained_ptb_parser.data, trained_ptb_parser.run
+    trained = printed_scores(trained_ptb_parser.final_eval, "=")
     # the first dev sentences, as the trainer's evaluation decodes them
     gold, sources, parsed = (tmp_path / name for name in ("dev.gold.txt", "dev.txt", "dev.parsed"))
     for name, path in ((f"{problem}-dev.gold.txt", gold), (f"{problem}-dev.source.txt", sources)):
         lines = (data / name).read_text(encoding="utf-8").splitlines(keepends=True)
-        path.write_text("".join(lines[:SENTENCES]), encoding="utf-8")
+        path.write_text("".join(lines[:EVAL_SENTENCES]), encoding="utf-8")
     assert decoder.main([f"--output_dir={run}", f"--decode_from_file={sources}",
                          f"--decode_to_file={parsed}",
                          f"--decode_reference={gold}", "--decode_hparams=beam_size=1"]) == 0
@@ -349,7 +340,7 @@ def test_evalb_itself_agrees_with_decoder_and_trainer_on_a_trained_model(
     gold_trees = read_gold_trees(evalb_gold)
     test_trees = read_test_trees(evalb_test)
     assert project_rows(score_sentences(gold_trees, test_trees, tags="own")) == rows
-    assert len(rows) == SENTENCES and every["error_sentences"] == 0
+    assert len(rows) == EVAL_SENTENCES and every["error_sentences"] == 0
     assert 0 < every["f1"] < 100
     # the decoder's parse_f1 (gold .gold.txt from datagen) is EVALB's
     assert round(decoded["parse_f1"], 2) == every["f1"]
@@ -360,7 +351,8 @@ def test_evalb_itself_agrees_with_decoder_and_trainer_on_a_trained_model(
     assert f"Bracketing FMeasure       = {len40['f1']:6.2f}" in ours
     # the trainer's evaluation decoded the same dev sentences greedily
     assert trained["parse_f1"] == pytest.approx(decoded["parse_f1"], rel=1e-3)
-    print(f"\nEVALB on {SENTENCES} dev parses after 300 steps: F1 {every['f1']}, "
+    print(f"\nEVALB on {EVAL_SENTENCES} dev parses after {TRAIN_STEPS} steps: "
+          f"F1 {every['f1']}, "
           f"decoder {decoded['parse_f1']:.4f}, trainer {trained['parse_f1']}")
 
 

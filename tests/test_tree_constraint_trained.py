@@ -3,15 +3,15 @@ trainer's greedy evaluation, the decoder's beam search and the Translator emit o
 well-formed trees over exactly the input words, so no output needs repair."""
 import pytest
 
-from t2t_lite.commands import decoder, trainer
-from t2t_lite.data.problem import get_problem
+from trained_parser import PROBLEM
+
+from t2t_lite.commands import decoder
 from t2t_lite.decoding.translator import Translator
 from t2t_lite.parsing.linearize import LinearizationError, delinearize
 from t2t_lite.parsing.trees import Tree
 from t2t_lite.parsing.linearize import escape_word
 from t2t_lite.runs.loading import load_trained_model
 
-SAMPLE = "parsing_english_ptb_sample"
 SENTENCES = 8
 
 
@@ -24,17 +24,12 @@ def is_tree_over(linearised, sentence):
 
 
 @pytest.mark.slow
-def test_briefly_trained_parser_needs_no_repair(ptb_sample_dir, tmp_path, capsys):
-    data, run = tmp_path / "data", tmp_path / "run"
-    get_problem(SAMPLE).generate_data(data, ptb_sample_dir, download=False)
-    assert trainer.main([f"--problem={SAMPLE}", "--hparams_set=transformer_parsing_tiny",
-                         f"--data_dir={data}", f"--output_dir={run}", "--train_steps=100",
-                         "--local_eval_frequency=0", f"--eval_decode_sentences={SENTENCES}",
-                         "--attention_probes=0"]) == 0
+def test_briefly_trained_parser_needs_no_repair(trained_ptb_parser, tmp_path, capsys):
+    data, run = trained_ptb_parser.data, trained_ptb_parser.run
     # The trainer's evaluation decodes greedily, constrained: nothing to repair.
-    assert "parse_repaired_sentences=0" in capsys.readouterr().out
+    assert "parse_repaired_sentences=0," in trained_ptb_parser.final_eval + ","
 
-    test_source = data / f"{SAMPLE}-test.source.txt"
+    test_source = data / f"{PROBLEM}-test.source.txt"
     sources = test_source.read_text().splitlines()[:SENTENCES]
     (tmp_path / "in.txt").write_text("\n".join(sources) + "\n")
     assert decoder.main([f"--output_dir={run}", f"--decode_from_file={tmp_path / 'in.txt'}",
