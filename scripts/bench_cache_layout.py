@@ -1,6 +1,7 @@
 """Benchmark: head-major attention caches against the token-major layout they replaced.
 
     python scripts/bench_cache_layout.py [--quantize=int8] [--jit_compile] [--rounds=5]
+    python scripts/bench_cache_layout.py --layout=softmax_weights [--rounds=15]
 
 Times ``scripts/benchmark.py decode``'s search (by default its work: base dimensions,
 V = 37,000, 32 sentences x 24 source tokens, beam 4, every hypothesis forced to 30
@@ -13,6 +14,13 @@ the self-attention cache and the memory keys/values alike). Prints each one's me
 seconds, the speed-up, and whether both searches returned the same ids. The baseline is installed by replacing five
 ``MultiHeadAttention`` methods after the first search is traced, so both searches run the
 same model code otherwise.
+
+``--layout=softmax_weights`` instead compares the pre-softmax projection as the library
+runs it (x @ the stored [V, d] weights read transposed) with a [d, V] copy of the weights
+made once, outside the search (float32 without XLA: oneDNN's MatMul is the one whose
+speed depends on the layout, and ``scripts/bench_decode_parts.py`` times both products
+alone). It prints the same lines plus the largest score difference; a speed-up below 1
+means the copy is faster.
 """
 from __future__ import annotations
 
@@ -81,27 +89,60 @@ def install_token_major_layout() -> None:
     MultiHeadAttention.self_attention_step = self_attention_step
 
 
+def install_softmax_weights_copy() -> None:
+    """Replaces ``SharedEmbedding.logits`` (float32) with a product against a [d, V]
+    copy of its weights, made eagerly the first time it is traced (outside the search)."""
+    import tensorflow as tf
+    from keras import ops
+    from t2t_lite.layers.embedding import SharedEmbedding
+
+    def logits(self, x):
+        with tf.init_scope():
+            if getattr(self, "_columns_copy", None) is None:
+                object.__setattr__(self, "_columns_copy",   # untracked by Keras
+                                   tf.transpose(tf.convert_to_tensor(self.softmax_weights)))
+        return ops.cast(ops.matmul(x, self._columns_copy), "float32")
+
+    SharedEmbedding.logits = logits
+
+
+LAYOUTS = {  # --layout: (title, library's name, replacement's name, installs the replacement)
+    "attention_cache": ("cache layout", "head-major", "token-major",
+                        install_token_major_layout),
+    "softmax_weights": ("softmax weights layout", "[V, d] read transposed", "[d, V] copy",
+                        install_softmax_weights_copy),
+}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quantize", default="none", choices=("none", "int8"))
     parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--layout", default="attention_cache", choices=sorted(LAYOUTS))
     import benchmark
     benchmark.add_search_flags(parser)
     parsed = parser.parse_args(argv)
+    if parsed.layout == "softmax_weights" and parsed.quantize != "none":
+        parser.error("--layout=softmax_weights compares float32 weights; drop --quantize")
+    if parsed.layout == "softmax_weights" and parsed.jit_compile:
+        parser.error("--layout=softmax_weights compares the search without XLA (XLA "
+                     "chooses its own layout); drop --jit_compile")
+    title, library, replacement, install = LAYOUTS[parsed.layout]
     args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
     tf = benchmark.setup_tf(args)
-    print(f"cache layout A/B: quantize={parsed.quantize} {benchmark.describe(args, tf)}",
+    print(f"{title} A/B: quantize={parsed.quantize} {benchmark.describe(args, tf)}",
           flush=True)
-    # the first traced with the library's attention, the second with the old layout
-    (head_major, (head_major_ids, _)), (token_major, (token_major_ids, _)) = \
-        benchmark.same_weight_searches(args, benchmark.get_hparams(args),
-                                       install_token_major_layout)
-    print(f"identical ids: {bool((head_major_ids == token_major_ids).all())}", flush=True)
-    medians = benchmark.interleaved_medians(
-        {"head-major": head_major, "token-major": token_major}, parsed.rounds)
-    new, old = medians["head-major"], medians["token-major"]
-    print(f"head-major {new:.3f} s, token-major {old:.3f} s (median of {parsed.rounds}): "
+    # the first traced as the library is, the second with the replacement installed
+    (first, (first_ids, first_scores)), (second, (second_ids, second_scores)) = \
+        benchmark.same_weight_searches(args, benchmark.get_hparams(args), install)
+    print(f"identical ids: {bool((first_ids == second_ids).all())}", flush=True)
+    if parsed.layout == "softmax_weights":
+        print(f"largest score difference: {float(abs(first_scores - second_scores).max()):g}")
+    medians = benchmark.interleaved_medians({library: first, replacement: second},
+                                            parsed.rounds)
+    new, old = medians[library], medians[replacement]
+    print(f"{library} {new:.3f} s, {replacement} {old:.3f} s (median of {parsed.rounds}): "
           f"speed-up {old / new:.3f}x")
 
 

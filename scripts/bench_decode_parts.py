@@ -6,6 +6,9 @@
 Times, each as its own XLA-compiled function on random data of the shapes one step of
 ``beam_search`` sees (rows = batch * beam_size):
 * ``softmax projection``: [rows, d] x [d, V] (the tied pre-softmax matmul), with GFLOP/s;
+  then the same product without XLA, as the decoder runs float32 on real files (oneDNN's
+  MatMul: this script sets ``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it),
+  with the weights as the model stores them ([V, d], read transposed) and as [d, V];
 * ``log_softmax``: over [rows, V];
 * ``top_k``: the 2 * beam_size best of [batch, beam_size * V] (beam_search's candidates);
 * ``cache reorder``: gathering every layer's self-attention keys and values
@@ -38,6 +41,7 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
         sys.path.insert(0, path)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # as t2t-lite-decoder runs
 
 
 def time_ms(fn: Callable, args: Sequence, repeats: int) -> float:
@@ -86,9 +90,14 @@ def main(argv=None) -> int:
               for _ in range(hparams.num_hidden_layers) for depth in (key_depth, value_depth)]
     origins = tf.random.uniform([rows], 0, rows, tf.int32)
 
-    jit = lambda fn: tf.function(fn, jit_compile=True, autograph=False)
+    embedding_rows = tf.transpose(embedding)           # [V, d], as SharedEmbedding stores it
+    jit = lambda fn: tf.function(fn, jit_compile=True, autograph=False)  # noqa: E731
+    graph = lambda fn: tf.function(fn, autograph=False)  # noqa: E731
     parts = [
         ("softmax projection", jit(lambda a: tf.matmul(a, embedding)), (x,)),
+        ("softmax projection, no XLA, [V, d] read transposed",
+         graph(lambda a: tf.matmul(a, embedding_rows, transpose_b=True)), (x,)),
+        ("softmax projection, no XLA, [d, V]", graph(lambda a: tf.matmul(a, embedding)), (x,)),
         ("log_softmax", jit(tf.nn.log_softmax), (logits,)),
         ("top_k", jit(lambda c: tf.math.top_k(c, 2 * args.beam_size)), (candidates,)),
         ("cache reorder", jit(lambda cs, o: [tf.gather(c, o) for c in cs]), (caches, origins)),
@@ -114,7 +123,6 @@ def main(argv=None) -> int:
         return current._top_candidates(tf.reshape(log_probs, [args.batch, k, vocab]),
                                        beams, tf.constant(10), 0.6)
 
-    graph = lambda fn: tf.function(fn, autograph=False)  # noqa: E731
     for a, b in zip(graph(reference_candidates)(step_logits),
                     graph(current_candidates)(step_logits)):
         assert (a.numpy() == b.numpy()).all(), "current candidates differ from the reference"
@@ -129,7 +137,7 @@ def main(argv=None) -> int:
     for name, fn, fn_args in parts:
         ms = time_ms(fn, fn_args, args.repeats)
         extra = ""
-        if name == "softmax projection":
+        if name.startswith("softmax projection"):
             extra = f"  {2.0 * rows * d * vocab / (ms / 1000.0) / 1e9:.1f} GFLOP/s"
         elif name == "cache reorder":
             megabytes = sum(int(tf.size(c)) for c in caches) * 4 / 2**20

@@ -42,10 +42,13 @@ def test_decode_parts_prints_each_piece_of_a_beam_step():
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("transformer_tiny V=50 rows=4 (batch 2 x beam 2)")
     names = [line.split(":")[0] for line in lines[1:]]
-    assert names == ["softmax projection", "log_softmax", "top_k", "cache reorder",
+    assert names == ["softmax projection",
+                     "softmax projection, no XLA, [V, d] read transposed",
+                     "softmax projection, no XLA, [d, V]", "log_softmax", "top_k", "cache reorder",
                      "candidates, reference (no XLA)", "candidates, current (no XLA)",
                      "candidates, reference (no XLA) again", "candidates, current (no XLA) again"]
     assert all(re.search(r": [\d.]+ ms per step", line) for line in lines[1:])
+    assert all(re.search(r"[\d.]+ GFLOP/s$", line) for line in lines[1:4])
 
 
 def test_decode_parts_whole_search_ab_checks_both_searches_agree():
@@ -114,18 +117,36 @@ def test_unknown_peer_is_one_error_line():
     assert out.stdout == ""  # refused before any work (no header, no TensorFlow)
 
 
-def test_cache_layout_ab_runs_both_layouts_and_they_agree():
+@pytest.mark.parametrize("layout,title,names", [
+    ("attention_cache", "cache layout", ("head-major", "token-major")),
+    ("softmax_weights", "softmax weights layout",
+     ("\\[V, d\\] read transposed", "\\[d, V\\] copy"))])
+def test_layout_ab_runs_both_layouts_and_they_agree(layout, title, names):
     script = SCRIPT.with_name("bench_cache_layout.py")
     out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
                           "--vocab_size=50", "--batch=2", "--source_length=4",
-                          "--target_length=5", "--beam_size=2", "--rounds=1"],
+                          "--target_length=5", "--beam_size=2", "--rounds=1",
+                          f"--layout={layout}"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
-    assert lines[0].startswith("cache layout A/B: quantize=none")
+    assert lines[0].startswith(f"{title} A/B: quantize=none")
     assert "identical ids: True" in lines
-    assert re.fullmatch(r"head-major [\d.]+ s, token-major [\d.]+ s \(median of 1\): "
+    assert re.fullmatch(rf"{names[0]} [\d.]+ s, {names[1]} [\d.]+ s \(median of 1\): "
                         r"speed-up [\d.]+x", lines[-1]), lines[-1]
+    if layout == "softmax_weights":
+        assert re.fullmatch(r"largest score difference: [\d.e+-]+", lines[-2]), lines[-2]
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--quantize=int8", "compares float32 weights; drop --quantize"),
+    ("--jit_compile", "compares the search without XLA (XLA chooses its own layout); "
+                      "drop --jit_compile")])
+def test_softmax_weights_layout_refuses_int8_and_xla(flag, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _script_module("bench_cache_layout").main(["--layout=softmax_weights", flag])
+    assert exit_info.value.code == 2
+    assert f"error: --layout=softmax_weights {message}" in capsys.readouterr().err
 
 
 def test_profile_decode_prints_op_types_with_times():

@@ -107,9 +107,13 @@ class SharedEmbedding(keras.layers.Layer):
         quantized = get_kernel(self, "softmax")
         if quantized is not None:  # int8 inference (t2t_lite.layers.int8.quantize_model)
             return int8_matmul(x, quantized, "float32")
-        kernel = self.embeddings if self.shared_softmax else self.softmax_kernel
-        logits = ops.matmul(x, ops.transpose(ops.cast(kernel, self.compute_dtype)))
+        logits = ops.matmul(x, ops.transpose(ops.cast(self.softmax_weights, self.compute_dtype)))
         return ops.cast(logits, "float32")
+
+    @property
+    def softmax_weights(self):
+        """The pre-softmax projection's [vocab, d_model] weights."""
+        return self.embeddings if self.shared_softmax else self.softmax_kernel
 
     def get_config(self):
         config = super().get_config()

@@ -196,8 +196,7 @@ def quantize_model(model) -> Int8Weights:
             _attach(layer, "hidden", layer.hidden.kernel, kernels)
             _attach(layer, "output", layer.output_dense.kernel, kernels)
         elif isinstance(layer, SharedEmbedding):
-            matrix = layer.embeddings if layer.shared_softmax else layer.softmax_kernel
-            _attach(layer, "softmax", tf.transpose(matrix), kernels)
+            _attach(layer, "softmax", tf.transpose(layer.softmax_weights), kernels)
     weights = Int8Weights(kernels)
     object.__setattr__(model, "int8_weights", weights)
     return weights
