@@ -1,4 +1,4 @@
-"""Benchmark: head-major attention caches against the token-major layout they replaced.
+"""Benchmark: the search with two layouts of its tensors, A/B on the same weights.
 
     python scripts/bench_cache_layout.py [--quantize=int8] [--jit_compile] [--rounds=5]
     python scripts/bench_cache_layout.py --layout=softmax_weights [--rounds=15]
@@ -11,9 +11,9 @@ library's attention, whose keys and values are head-major ([b, h, positions, d],
 matmuls over (b, h) read them in place), and with the layout used before issue #16
 (token-major [b, positions, h, d], which TensorFlow's einsum transposes at every step for
 the self-attention cache and the memory keys/values alike). Prints each one's median
-seconds, the speed-up, and whether both searches returned the same ids. The baseline is installed by replacing five
-``MultiHeadAttention`` methods after the first search is traced, so both searches run the
-same model code otherwise.
+seconds, the speed-up, and whether both searches returned the same ids. The baseline is
+installed by replacing five ``MultiHeadAttention`` methods after the first search is
+traced, so both searches run the same model code otherwise.
 
 ``--layout=softmax_weights`` instead compares the pre-softmax projection as the library
 runs it (x @ the stored [V, d] weights read transposed) with a [d, V] copy of the weights
