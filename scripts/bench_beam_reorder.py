@@ -37,6 +37,8 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from t2t_lite.flag_fields import positive_int  # noqa: E402  (no TensorFlow)
+
 VARIANTS = ("gather", "none", "index_all_beams", "index_gather", "unrolled")
 
 
@@ -122,13 +124,13 @@ def build_search(variant: str, shapes: argparse.Namespace):
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batch", type=int, default=32, help="sentences")
-    parser.add_argument("--beam_size", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--depth", type=int, default=64, help="channels per head")
-    parser.add_argument("--length", type=int, default=30, help="positions decoded")
-    parser.add_argument("--layers", type=int, default=6)
+    parser.add_argument("--rounds", type=positive_int, default=5)
+    parser.add_argument("--batch", type=positive_int, default=32, help="sentences")
+    parser.add_argument("--beam_size", type=positive_int, default=4)
+    parser.add_argument("--heads", type=positive_int, default=8)
+    parser.add_argument("--depth", type=positive_int, default=64, help="channels per head")
+    parser.add_argument("--length", type=positive_int, default=30, help="positions decoded")
+    parser.add_argument("--layers", type=positive_int, default=6)
     shapes = parser.parse_args(argv)
     variants = shapes.variants.split(",")
     unknown = sorted(set(variants) - set(VARIANTS))

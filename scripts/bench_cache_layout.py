@@ -33,6 +33,8 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from t2t_lite.flag_fields import positive_int  # noqa: E402  (no TensorFlow)
+
 
 def install_token_major_layout() -> None:
     """Replaces the attention layer's projections, core, cache and step with the
@@ -118,7 +120,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quantize", default="none", choices=("none", "int8"))
     parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--layout", default="attention_cache", choices=sorted(LAYOUTS))
     import benchmark
     benchmark.add_search_flags(parser)
@@ -128,6 +130,7 @@ def main(argv=None) -> None:
     if parsed.layout == "softmax_weights" and parsed.jit_compile:
         parser.error("--layout=softmax_weights compares the search without XLA (XLA "
                      "chooses its own layout); drop --jit_compile")
+    hparams = benchmark.checked_hparams(parser, parsed)
     title, library, replacement, install = LAYOUTS[parsed.layout]
     args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
     tf = benchmark.setup_tf(args)
@@ -135,7 +138,7 @@ def main(argv=None) -> None:
           flush=True)
     # the first traced as the library is, the second with the replacement installed
     (first, (first_ids, first_scores)), (second, (second_ids, second_scores)) = \
-        benchmark.same_weight_searches(args, benchmark.get_hparams(args), install)
+        benchmark.same_weight_searches(args, hparams, install)
     print(f"identical ids: {bool((first_ids == second_ids).all())}", flush=True)
     if parsed.layout == "softmax_weights":
         print(f"largest score difference: {float(abs(first_scores - second_scores).max()):g}")

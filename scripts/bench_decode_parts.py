@@ -6,9 +6,9 @@
 Times, each as its own XLA-compiled function on random data of the shapes one step of
 ``beam_search`` sees (rows = batch * beam_size):
 * ``softmax projection``: [rows, d] x [d, V] (the tied pre-softmax matmul), with GFLOP/s;
-  then the same product without XLA, as the decoder runs float32 on real files (oneDNN's
-  MatMul: this script sets ``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it),
-  with the weights as the model stores them ([V, d], read transposed) and as [d, V];
+  then the same product without XLA (with ``--onednn``, oneDNN's MatMul, as the decoder
+  runs float32 on real files), with the weights as the model stores them ([V, d], read
+  transposed) and as [d, V];
 * ``log_softmax``: over [rows, V];
 * ``top_k``: the 2 * beam_size best of [batch, beam_size * V] (beam_search's candidates);
 * ``cache reorder``: gathering every layer's self-attention keys and values
@@ -41,7 +41,6 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
         sys.path.insert(0, path)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")  # as t2t-lite-decoder runs
 
 
 def time_ms(fn: Callable, args: Sequence, repeats: int) -> float:
@@ -57,27 +56,27 @@ def time_ms(fn: Callable, args: Sequence, repeats: int) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--hparams_set", default="transformer_base")
-    parser.add_argument("--hparams", default="")
-    parser.add_argument("--vocab_size", type=int, default=37000)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--beam_size", type=int, default=4)
-    parser.add_argument("--cache_length", type=int, default=74,
+    import benchmark
+    from t2t_lite.flag_fields import positive_int
+    benchmark.add_search_flags(parser)
+    parser.add_argument("--cache_length", type=positive_int, default=74,
                         help="self-attention cache length: the preallocated buffer T "
                              "(source bucket + extra_length) or, growing, the step")
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=positive_int, default=20)
+    parser.add_argument("--onednn", action=argparse.BooleanOptionalAction, default=False,
+                        help="oneDNN's ops for what runs without XLA, as t2t-lite-decoder "
+                             "has them (TF_ENABLE_ONEDNN_OPTS=1)")
     parser.add_argument("--whole_search", action="store_true",
                         help="A/B the whole search (reference vs current) instead")
-    parser.add_argument("--source_length", type=int, default=24)
-    parser.add_argument("--target_length", type=int, default=30)
     args = parser.parse_args(argv)
+    hparams = benchmark.checked_hparams(parser, args)
+    os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1" if args.onednn else "0"
     if args.whole_search:
-        return whole_search(args)
+        return whole_search(args, hparams)
 
     import tensorflow as tf
-    from t2t_lite import registry
+    from t2t_lite.layers.int8 import onednn_enabled
 
-    hparams = registry.hparams(args.hparams_set, args.hparams)
     d, vocab, rows = hparams.hidden_size, args.vocab_size, args.batch * args.beam_size
     heads = hparams.num_heads
     key_depth = (hparams.attention_key_channels or d) // heads
@@ -127,7 +126,7 @@ def main(argv=None) -> int:
                     graph(current_candidates)(step_logits)):
         assert (a.numpy() == b.numpy()).all(), "current candidates differ from the reference"
     print(f"{args.hparams_set} V={vocab} rows={rows} (batch {args.batch} x beam "
-          f"{args.beam_size}) cache_length={args.cache_length}")
+          f"{args.beam_size}) cache_length={args.cache_length} onednn={onednn_enabled()}")
     parts += [("candidates, reference (no XLA)", graph(reference_candidates), (step_logits,)),
               ("candidates, current (no XLA)", graph(current_candidates), (step_logits,)),
               ("candidates, reference (no XLA) again", graph(reference_candidates),
@@ -146,7 +145,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def whole_search(args) -> int:
+def whole_search(args, hparams) -> int:
     """Reference vs current beam search on the benchmark's work, interleaved."""
     import statistics
 
@@ -154,12 +153,10 @@ def whole_search(args) -> int:
     import tensorflow as tf
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import reference_beam_search as reference
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    from benchmark import build_model, get_hparams
+    import benchmark
     from t2t_lite.decoding.beam_search import beam_search
 
-    hparams = get_hparams(args)
-    model = build_model(args, hparams)
+    model = benchmark.build_model(args, hparams)
     vocab, target, k = args.vocab_size, args.target_length, args.beam_size
     rng = np.random.default_rng(0)
     inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
@@ -186,12 +183,12 @@ def whole_search(args) -> int:
     fns = {"reference": make(reference.beam_search), "current": make(beam_search)}
     outputs = {name: [t.numpy() for t in fn(inputs)] for name, fn in fns.items()}
     same = all((a == b).all() for a, b in zip(outputs["reference"], outputs["current"]))
-    import benchmark
     times = benchmark.interleaved_seconds(
         {name: (lambda fn=fn: fn(inputs)[0].numpy()) for name, fn in fns.items()},
         args.repeats)
     print(f"whole search {args.hparams_set} V={vocab} batch={args.batch} beam={k} "
-          f"source={args.source_length} target={target}, no XLA, growing cache; "
+          f"source={args.source_length} target={target}, no XLA (onednn={args.onednn}), "
+          f"growing cache; "
           f"identical ids and scores: {same}; load average {os.getloadavg()[0]:.1f}")
     for name, values in times.items():
         print(f"{name}: median {statistics.median(values):.3f} s "

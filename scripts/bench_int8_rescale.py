@@ -24,6 +24,8 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from t2t_lite.flag_fields import positive_int  # noqa: E402  (no TensorFlow)
+
 
 def leave_out_rescaling() -> None:
     """Makes every layer's int8 matmul return its raw integer products (no rescaling)."""
@@ -42,17 +44,18 @@ def leave_out_rescaling() -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=positive_int, default=5)
     import benchmark
     benchmark.add_search_flags(parser)
     parsed = parser.parse_args(argv)
+    hparams = benchmark.checked_hparams(parser, parsed)
     args = benchmark.search_args(parsed, quantize="int8", jit_compile=False)
     tf = benchmark.setup_tf(args)
     from t2t_lite.layers.int8 import kernel_name
     print(f"int8 rescaling A/B: kernel={kernel_name()} {benchmark.describe(args, tf)}",
           flush=True)
     (library, _), (unscaled, _) = benchmark.same_weight_searches(
-        args, benchmark.get_hparams(args), leave_out_rescaling)
+        args, hparams, leave_out_rescaling)
     medians = benchmark.interleaved_medians(
         {"library": library, "no rescaling": unscaled}, parsed.rounds, warmup_rounds=1)
     with_rescaling, without = medians["library"], medians["no rescaling"]

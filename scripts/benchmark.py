@@ -56,6 +56,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from t2t_lite.flag_fields import non_negative_int, positive_int  # noqa: E402  (no TF)
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
@@ -202,14 +204,24 @@ def _unfuse_projections() -> None:
 def add_search_flags(parser: argparse.ArgumentParser) -> None:
     """The model and the work of ``decode``'s search, for scripts that time pieces of it
     (defaults: base dimensions, V = 37,000, 32 sentences x 24 source tokens, beam 4, 30
-    forced target tokens)."""
+    forced target tokens). ``checked_hparams`` then resolves --hparams_set/--hparams."""
     parser.add_argument("--hparams_set", default="transformer_base")
-    parser.add_argument("--hparams", default="")
-    parser.add_argument("--vocab_size", type=int, default=37000)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--source_length", type=int, default=24)
-    parser.add_argument("--target_length", type=int, default=30)
-    parser.add_argument("--beam_size", type=int, default=4)
+    parser.add_argument("--hparams", default="", help="overrides, e.g. num_heads=4")
+    parser.add_argument("--vocab_size", type=positive_int, default=37000)
+    parser.add_argument("--batch", type=positive_int, default=32)
+    parser.add_argument("--source_length", type=positive_int, default=24)
+    parser.add_argument("--target_length", type=positive_int, default=30)
+    parser.add_argument("--beam_size", type=positive_int, default=4)
+
+
+def checked_hparams(parser: argparse.ArgumentParser, parsed: argparse.Namespace):
+    """``get_hparams(parsed)``; an unknown set or a bad override ends as the parser's
+    usage and one ``error:`` line (exit 2), as a bad flag does. Imports no TensorFlow."""
+    from t2t_lite.errors import UserError
+    try:
+        return get_hparams(parsed)
+    except UserError as error:
+        parser.error(str(error))
 
 
 def search_args(parsed: argparse.Namespace, quantize: str,
@@ -544,18 +556,18 @@ def main(argv=None) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--hparams_set", default="transformer_base")
     common.add_argument("--hparams", default="", help="overrides, e.g. num_heads=4")
-    common.add_argument("--vocab_size", type=int, default=37000)
+    common.add_argument("--vocab_size", type=positive_int, default=37000)
     common.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=True,
                         help="XLA-compile the train step / the whole search")
     common.add_argument("--fused_qkv", action=argparse.BooleanOptionalAction, default=True)
     common.add_argument("--mixed_precision", action=argparse.BooleanOptionalAction,
                         default=False, help="bfloat16 compute, float32 variables")
-    common.add_argument("--intra_threads", type=int, default=0, help="0: TF's default")
-    common.add_argument("--inter_threads", type=int, default=0, help="0: TF's default")
-    common.add_argument("--peak_size", type=int, default=2048)
+    common.add_argument("--intra_threads", type=non_negative_int, default=0, help="0: TF's default")
+    common.add_argument("--inter_threads", type=non_negative_int, default=0, help="0: TF's default")
+    common.add_argument("--peak_size", type=positive_int, default=2048)
     common.add_argument("--peak_seconds", type=float, default=3.0,
                         help="length of each matmul-peak window around a timed step")
-    common.add_argument("--warmup", type=int, default=2)
+    common.add_argument("--warmup", type=non_negative_int, default=2)
     common.add_argument("--compare", action="store_true",
                         help="also time the peers (CTranslate2 float32/int8 and PyTorch for "
                              "decode, PyTorch for train; pip install -e .[bench]) on the "
@@ -566,17 +578,17 @@ def main(argv=None) -> None:
                              "ctranslate2_float32,ctranslate2_int8 (default: all)")
 
     train = sub.add_parser("train", parents=[common])
-    train.add_argument("--batch", type=int, default=64)
-    train.add_argument("--length", type=int, default=32)
-    train.add_argument("--steps", type=int, default=5)
+    train.add_argument("--batch", type=positive_int, default=64)
+    train.add_argument("--length", type=positive_int, default=32)
+    train.add_argument("--steps", type=positive_int, default=5)
 
     decode = sub.add_parser("decode", parents=[common])
-    decode.add_argument("--batch", type=int, default=32)
-    decode.add_argument("--source_length", type=int, default=24)
-    decode.add_argument("--target_length", type=int, default=30)
-    decode.add_argument("--beam_size", type=int, default=4)
+    decode.add_argument("--batch", type=positive_int, default=32)
+    decode.add_argument("--source_length", type=positive_int, default=24)
+    decode.add_argument("--target_length", type=positive_int, default=30)
+    decode.add_argument("--beam_size", type=positive_int, default=4)
     decode.add_argument("--alpha", type=float, default=0.6)
-    decode.add_argument("--repeats", type=int, default=5)
+    decode.add_argument("--repeats", type=positive_int, default=5)
     decode.add_argument("--memory_per_sentence", action=argparse.BooleanOptionalAction,
                         default=False)
     decode.add_argument("--quantize", default="none", choices=("none", "int8"),
@@ -586,7 +598,7 @@ def main(argv=None) -> None:
     sweep = sub.add_parser("sweep", parents=[common])
     sweep.add_argument("--batches", default="16,32,64")
     sweep.add_argument("--lengths", default="16,32,64,128,256")
-    sweep.add_argument("--steps", type=int, default=2)
+    sweep.add_argument("--steps", type=positive_int, default=2)
 
     plot = sub.add_parser("plot", help="plot a sweep CSV")
     plot.add_argument("--csv", required=True)
@@ -597,6 +609,8 @@ def main(argv=None) -> None:
     sub.add_parser("attention", help="scripts/benchmark_attention.py (attention-monitoring "
                                      "overhead) with the remaining flags")
     args = parser.parse_args(argv)
+    if args.mode in ("train", "decode", "sweep"):
+        checked_hparams(parser, args)
     {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep,
      "plot": cmd_plot}[args.mode](args)
 

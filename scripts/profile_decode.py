@@ -26,6 +26,8 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+from t2t_lite.flag_fields import positive_int  # noqa: E402  (no TensorFlow)
+
 
 NOT_OPS = ("Process", "Run")   # the executor's own events, around every op
 
@@ -58,14 +60,15 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quantize", default="none", choices=("none", "int8"))
     parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
-    parser.add_argument("--top", type=int, default=30)
+    parser.add_argument("--top", type=positive_int, default=30)
     import benchmark
     benchmark.add_search_flags(parser)
     parsed = parser.parse_args(argv)
+    hparams = benchmark.checked_hparams(parser, parsed)
     args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
     tf = benchmark.setup_tf(args)
     print(f"profile: quantize={parsed.quantize} {benchmark.describe(args, tf)}", flush=True)
-    run = benchmark.make_decode(args, benchmark.get_hparams(args))
+    run = benchmark.make_decode(args, hparams)
     run()
     run()
     with tempfile.TemporaryDirectory() as logdir:

@@ -46,7 +46,6 @@ def numbers_data() -> Path:
     return run_dir_helpers.data_dir()
 
 
-
 @pytest.fixture(scope="session")
 def trained_ptb_parser(tmp_path_factory):
     """A parser trained briefly on the WSJ sample (``trained_parser.train_ptb_parser``),

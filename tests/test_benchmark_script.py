@@ -36,11 +36,12 @@ def test_decode_parts_prints_each_piece_of_a_beam_step():
     script = SCRIPT.with_name("bench_decode_parts.py")
     out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
                           "--vocab_size=50", "--batch=2", "--beam_size=2",
-                          "--cache_length=4", "--repeats=1"],
+                          "--cache_length=4", "--repeats=1", "--onednn"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()
     assert lines[0].startswith("transformer_tiny V=50 rows=4 (batch 2 x beam 2)")
+    assert lines[0].endswith("onednn=True")     # the product without XLA is oneDNN's
     names = [line.split(":")[0] for line in lines[1:]]
     assert names == ["softmax projection",
                      "softmax projection, no XLA, [V, d] read transposed",
@@ -138,17 +139,6 @@ def test_layout_ab_runs_both_layouts_and_they_agree(layout, title, names):
         assert re.fullmatch(r"largest score difference: [\d.e+-]+", lines[-2]), lines[-2]
 
 
-@pytest.mark.parametrize("flag,message", [
-    ("--quantize=int8", "compares float32 weights; drop --quantize"),
-    ("--jit_compile", "compares the search without XLA (XLA chooses its own layout); "
-                      "drop --jit_compile")])
-def test_softmax_weights_layout_refuses_int8_and_xla(flag, message, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        _script_module("bench_cache_layout").main(["--layout=softmax_weights", flag])
-    assert exit_info.value.code == 2
-    assert f"error: --layout=softmax_weights {message}" in capsys.readouterr().err
-
-
 def test_profile_decode_prints_op_types_with_times():
     script = SCRIPT.with_name("profile_decode.py")
     out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
@@ -190,17 +180,39 @@ def test_beam_reorder_variants_compute_what_gathering_computes(capsys):
         "index_gather": "True", "unrolled": "True"}
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--variants=gather,swap"], "--variants: swap (choose from"),
-    (["--variants=none"], "--variants: gather is required"),
-    (["--length=5"], "--length=5: unrolled runs two steps per iteration"),
+POSITIVE = "must be a positive integer, got 0"
+
+
+@pytest.mark.parametrize("script, flags, message", [
+    ("bench_beam_reorder", ["--variants=gather,swap"], "--variants: swap (choose from"),
+    ("bench_beam_reorder", ["--variants=none"], "--variants: gather is required"),
+    ("bench_beam_reorder", ["--length=5"], "--length=5: unrolled runs two steps per iteration"),
+    ("bench_beam_reorder", ["--layers=0"], f"argument --layers: {POSITIVE}"),
+    ("bench_cache_layout", ["--layout=softmax_weights", "--quantize=int8"],
+     "--layout=softmax_weights compares float32 weights; drop --quantize"),
+    ("bench_cache_layout", ["--layout=softmax_weights", "--jit_compile"],
+     "--layout=softmax_weights compares the search without XLA (XLA chooses its own "
+     "layout); drop --jit_compile"),
+    ("bench_cache_layout", ["--rounds=0"], f"argument --rounds: {POSITIVE}"),
+    ("bench_cache_layout", ["--hparams_set=nope"], "unknown hparams set 'nope'"),
+    ("bench_int8_rescale", ["--batch=0"], f"argument --batch: {POSITIVE}"),
+    ("bench_int8_rescale", ["--hparams=no_such_hparam=1"], "no_such_hparam"),
+    ("bench_decode_parts", ["--repeats=0"], f"argument --repeats: {POSITIVE}"),
+    ("bench_decode_parts", ["--whole_search", "--hparams_set=nope"],
+     "unknown hparams set 'nope'"),
+    ("profile_decode", ["--top=0"], f"argument --top: {POSITIVE}"),
+    ("benchmark", ["decode", "--repeats=0"], f"argument --repeats: {POSITIVE}"),
+    ("benchmark", ["train", "--hparams_set=nope"], "unknown hparams set 'nope'"),
 ])
-def test_beam_reorder_refuses_bad_flags(flags, message, capsys):
-    script = _script_module("bench_beam_reorder")
+def test_scripts_refuse_bad_flags_in_one_error_line(script, flags, message, capsys):
+    """Before any work: argparse's usage and one ``error:`` line naming the flag, exit 2."""
     with pytest.raises(SystemExit) as exit_info:
-        script.main(flags)
+        _script_module(script).main(flags)
     assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and message in errors[0], err
 
 
 def test_int8_rescale_times_the_library_and_the_unscaled_search(capsys, monkeypatch):

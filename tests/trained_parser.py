@@ -4,8 +4,9 @@ the suite, shared by the tests that need a parser with some structure (EVALB agr
 constrained decoding)."""
 import contextlib
 import io
+import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import Dict, NamedTuple
 
 PROBLEM = "parsing_english_ptb_sample"
 TRAIN_STEPS = 300       # outputs with structure, far from perfect (real repairs, misses)
@@ -15,7 +16,7 @@ EVAL_SENTENCES = 30     # dev sentences the trainer's final evaluation decodes (
 class TrainedParser(NamedTuple):
     data: Path          # datagen output: vocabulary, records, dev/test .source/.gold text
     run: Path           # the trainer's output_dir (checkpoints, hparams)
-    final_eval: str     # the trainer's last ``[eval] step N: name=value, ...`` line
+    final_eval: Dict[str, float]   # the trainer's last ``[eval] step N: name=value, ...``
 
 
 def train_ptb_parser(sample_dir: Path, root: Path) -> TrainedParser:
@@ -31,5 +32,6 @@ def train_ptb_parser(sample_dir: Path, root: Path) -> TrainedParser:
                              f"--train_steps={TRAIN_STEPS}", "--local_eval_frequency=0",
                              f"--eval_decode_sentences={EVAL_SENTENCES}",
                              "--log_step_count_steps=100", "--attention_probes=0"]) == 0
-    final_eval = "[eval]" + printed.getvalue().split("[eval]")[-1].splitlines()[0]
+    last_eval = printed.getvalue().split("[eval]")[-1].splitlines()[0]
+    final_eval = {name: float(value) for name, value in re.findall(r"(\w+)=([^,\s]+)", last_eval)}
     return TrainedParser(data, run, final_eval)
