@@ -13,6 +13,10 @@ work starts. Only the ``OSError``s of the path the user gave are converted here;
 * ``AtomicOutput(path, flag)``: opens a temporary file beside ``path`` at once (so an
   unwritable path fails before the work) and renames it onto ``path`` on ``commit``; a
   failure before that removes the temporary file and leaves ``path`` untouched.
+* ``creatable_dir``, ``creatable_new_dir``, ``creatable_file`` and ``readable_file``:
+  the same checks that create nothing, which the commands run before TensorFlow starts
+  (a wrong path is one error line within a second, not after TensorFlow's start-up); the
+  functions above still run where the path is used.
 
 ``atomic_path(path)`` is the same write-then-rename for files the library writes itself
 (TFRecord shards, datagen's text files), and ``write_atomically(path, data)`` writes a
@@ -56,6 +60,27 @@ def _refuse_parent_file(path: Path, flag: str) -> None:
             return
 
 
+_WRITABLE_DIR_FIX = "give a directory you can write to"
+
+
+def _check_files_can_be_created(directory: Path, flag: str, path: Path, fix: str) -> None:
+    """Creates and at once removes an unnamed file in existing ``directory``; a failure
+    is a ``UserError`` naming ``flag=path`` (``directory`` is ``path`` or a parent)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".t2t_lite_write_check"):
+            pass
+    except OSError as error:
+        where = "it" if directory == path else str(directory)
+        raise UserError(f"{flag}={path}: cannot create files in {where} "
+                        f"({error.strerror or error}); {fix}") from None
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` if it exists, else its nearest parent that does."""
+    return next((candidate for candidate in (path, *path.parents) if candidate.exists()),
+                Path("."))
+
+
 def writable_dir(path: Union[str, Path], flag: str) -> Path:
     """Creates directory ``path`` if needed and checks that files can be written in it.
 
@@ -64,17 +89,21 @@ def writable_dir(path: Union[str, Path], flag: str) -> Path:
     """
     path = Path(path)
     _refuse_file_in_the_way(path, flag)
-    fix = "give a directory you can write to"
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
-        raise path_error(flag, path, error, fix) from None
-    try:
-        with tempfile.TemporaryFile(dir=path, prefix=".t2t_lite_write_check"):
-            pass
-    except OSError as error:
-        raise UserError(f"{flag}={path}: cannot create files in it "
-                        f"({error.strerror or error}); {fix}") from None
+        raise path_error(flag, path, error, _WRITABLE_DIR_FIX) from None
+    _check_files_can_be_created(path, flag, path, _WRITABLE_DIR_FIX)
+    return path
+
+
+def creatable_dir(path: Union[str, Path], flag: str) -> Path:
+    """``writable_dir``'s checks, creating nothing: ``path`` is no file nor under one, and
+    files can be created in it or, while it does not exist, in its nearest existing
+    parent (where ``writable_dir`` will create it)."""
+    path = Path(path)
+    _refuse_file_in_the_way(path, flag)
+    _check_files_can_be_created(_nearest_existing(path), flag, path, _WRITABLE_DIR_FIX)
     return path
 
 
@@ -95,12 +124,63 @@ def existing_or_new_dir(path: Union[str, Path], flag: str) -> Path:
     return path
 
 
+def _refuse_non_empty_dir(path: Path, flag: str) -> None:
+    if path.is_dir() and any(path.iterdir()):
+        raise UserError(f"{flag}={path} is not empty; choose a new directory")
+
+
 def new_output_dir(path: Union[str, Path], flag: str) -> Path:
     """``writable_dir`` for a directory that must be new or empty (it is filled later)."""
     path = Path(path)
-    if path.is_dir() and any(path.iterdir()):
-        raise UserError(f"{flag}={path} is not empty; choose a new directory")
+    _refuse_non_empty_dir(path, flag)
     return writable_dir(path, flag)
+
+
+def creatable_new_dir(path: Union[str, Path], flag: str) -> Path:
+    """``new_output_dir``'s checks, creating nothing (see ``creatable_dir``)."""
+    path = Path(path)
+    _refuse_non_empty_dir(path, flag)
+    return creatable_dir(path, flag)
+
+
+def _refuse_directory_or_parent_file(path: Path, flag: str) -> None:
+    """An output file path that is a directory, or lies under a file, is a user error."""
+    if path.is_dir():
+        raise UserError(f"{flag}={path} is a directory; give a file path")
+    _refuse_parent_file(path, flag)
+
+
+def creatable_file(path: Union[str, Path], flag: str) -> Path:
+    """``AtomicOutput``'s checks, creating nothing: ``path`` is no directory, no parent of
+    it is a file, and a file can be created beside it (in its nearest existing parent).
+    A ``path`` that exists but is no regular file (``/dev/stdout``) is written in place
+    and only checked when opened."""
+    path = Path(path)
+    _refuse_directory_or_parent_file(path, flag)
+    if path.is_file() or not path.exists():
+        _check_files_can_be_created(_nearest_existing(path.parent), flag, path,
+                                    "give a file path you can write to")
+    return path
+
+
+def readable_file(path: Union[str, Path], flag: str) -> Path:
+    """Checks that file ``path`` exists and that reading it works (the first byte of a
+    regular file is read; a pipe such as ``/dev/stdin`` or ``<(zcat f.gz)`` is left
+    unread): a missing file raises ``FileNotFoundError``, a directory or a read that fails
+    (EIO, permission denied) a ``UserError``, each naming ``flag``."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{flag}={path} does not exist")
+    if path.is_dir():
+        raise UserError(f"{flag}={path} is a directory; give a file")
+    if not path.is_file():
+        return path
+    try:
+        with open(path, "rb") as file:
+            file.read(1)
+    except OSError as error:
+        raise path_error(flag, path, error, "give a file you can read") from None
+    return path
 
 
 class AtomicOutput:
@@ -115,9 +195,7 @@ class AtomicOutput:
 
     def __init__(self, path: Union[str, Path], flag: str):
         self.path, self.flag = Path(path), flag
-        if self.path.is_dir():
-            raise UserError(f"{flag}={self.path} is a directory; give a file path")
-        _refuse_parent_file(self.path, flag)
+        _refuse_directory_or_parent_file(self.path, flag)
         self.direct = self.path.exists() and not self.path.is_file()
         if self.direct:  # /dev/stdout, a FIFO: written in place, nothing to rename
             try:

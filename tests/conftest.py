@@ -53,3 +53,24 @@ def trained_ptb_parser(tmp_path_factory):
     import trained_parser
     return trained_parser.train_ptb_parser(shared_data_dir("ptb_wsj_sample"),
                                            tmp_path_factory.mktemp("ptb_parser"))
+
+
+@pytest.fixture
+def unwritable_dir(tmp_path) -> Path:
+    """An existing directory this user cannot create files in: a 0500 one, or (for root,
+    whom modes do not stop) /sys/kernel or /proc/self; skips when there is none."""
+    candidates = [tmp_path / "locked"]
+    candidates[0].mkdir(mode=0o500)
+    candidates += [Path("/sys/kernel"), Path("/proc/self")]
+    try:
+        for candidate in candidates:
+            probe = candidate / ".t2t_lite_probe"
+            try:
+                probe.open("w").close()
+            except OSError:
+                yield candidate
+                return
+            probe.unlink()
+        pytest.skip("no directory here refuses writes to this user")
+    finally:
+        candidates[0].chmod(0o700)  # so that pytest can remove tmp_path

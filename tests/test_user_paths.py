@@ -55,6 +55,60 @@ def test_directories(tmp_path):
         new_output_dir(tmp_path / "full", "--export_dir")
 
 
+def test_the_checks_before_tensorflow_refuse_what_the_real_ones_do_and_create_nothing(tmp_path):
+    from t2t_lite.user_paths import creatable_dir, creatable_file, creatable_new_dir
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "saved_model.pb").write_text("x")
+    before = sorted(tmp_path.rglob("*"))
+    for check in (creatable_dir, creatable_new_dir):
+        with pytest.raises(UserError, match=r"^--data_dir=.*file is an existing file"):
+            check(tmp_path / "file", "--data_dir")
+        with pytest.raises(UserError, match=r"^--data_dir=.*file/sub: .*file is a file, not"):
+            check(tmp_path / "file" / "sub", "--data_dir")
+        assert check(tmp_path / "new" / "dir", "--data_dir") == tmp_path / "new" / "dir"
+    with pytest.raises(UserError, match=r"^--export_dir=.*full is not empty"):
+        creatable_new_dir(tmp_path / "full", "--export_dir")
+    with pytest.raises(UserError, match=r"^--decode_to_file=.*file/out.txt: .*file is a file"):
+        creatable_file(tmp_path / "file" / "out.txt", "--decode_to_file")
+    with pytest.raises(UserError, match=r"is a directory; give a file path"):
+        creatable_file(tmp_path / "full", "--decode_to_file")
+    for path in (tmp_path / "a" / "b" / "out.txt", tmp_path / "file", "/dev/null"):
+        creatable_file(path, "--decode_to_file")
+    assert sorted(tmp_path.rglob("*")) == before       # nothing made, nothing left
+
+
+def test_unwritable_places_are_refused_before_anything_is_made(unwritable_dir):
+    from t2t_lite.user_paths import creatable_dir, creatable_file
+    where = str(unwritable_dir).replace(".", r"\.")
+    with pytest.raises(UserError, match=rf"^--data_dir={where}/new/data: cannot create files "
+                                        rf"in {where} \(.*\); give a directory you can write"):
+        creatable_dir(unwritable_dir / "new" / "data", "--data_dir")
+    with pytest.raises(UserError, match=rf"^--data_dir={where}: cannot create files in it"):
+        creatable_dir(unwritable_dir, "--data_dir")
+    with pytest.raises(UserError, match=rf"^--decode_to_file={where}/out.de: cannot create"):
+        creatable_file(unwritable_dir / "out.de", "--decode_to_file")
+
+
+def test_readable_file_reads_one_byte_of_a_regular_file_and_leaves_a_pipe_unread(tmp_path):
+    import os
+    from pathlib import Path
+    from t2t_lite.user_paths import readable_file
+    (tmp_path / "in.en").write_text("one\n")
+    assert readable_file(tmp_path / "in.en", "--decode_from_file") == tmp_path / "in.en"
+    with pytest.raises(FileNotFoundError, match=r"^--decode_from_file=.*nope does not exist$"):
+        readable_file(tmp_path / "nope", "--decode_from_file")
+    with pytest.raises(UserError, match=r"^--decode_reference=.* is a directory; give a file"):
+        readable_file(tmp_path, "--decode_reference")
+    if Path("/proc/self/mem").is_file():  # a regular file whose read fails (EIO)
+        with pytest.raises(UserError, match=r"^--decode_from_file=/proc/self/mem: .*; give a "
+                                            r"file you can read$"):
+            readable_file("/proc/self/mem", "--decode_from_file")
+    # A named pipe with no writer: opening it to read would block; it is not opened.
+    os.mkfifo(tmp_path / "fifo")
+    assert readable_file(tmp_path / "fifo", "--decode_from_file") == tmp_path / "fifo"
+
+
 def test_write_atomically_replaces_whole_files_and_keeps_the_old_one_on_failure(
         tmp_path, monkeypatch):
     import os

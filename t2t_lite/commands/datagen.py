@@ -19,7 +19,7 @@ from t2t_lite.data.tfds_source import DATA_SOURCE_HELP, DATA_SOURCES, TFDS_DATA_
 from t2t_lite.errors import UserError
 from t2t_lite.flag_fields import positive_int
 from t2t_lite.registry import PROBLEMS
-from t2t_lite.user_paths import existing_or_new_dir, writable_dir
+from t2t_lite.user_paths import creatable_dir, existing_or_new_dir, writable_dir
 from t2t_lite.usr_dir import import_usr_dir
 
 __all__ = ["generate", "main"]
@@ -53,7 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return run_command(build_parser(), argv, run, required=("problem", "data_dir"))
+    return run_command(build_parser(), argv, run, required=("problem", "data_dir"),
+                       before_tensorflow=check_before_tensorflow)
+
+
+def check_before_tensorflow(args: argparse.Namespace) -> None:
+    """The flags and paths that need no TensorFlow, checked before it starts (one error
+    line at once): ``--data_dir`` can be made, ``--tmp_dir`` is no file, and
+    ``--tfds_data_dir`` comes with ``--data_source=tfds``. Creates nothing."""
+    creatable_dir(args.data_dir, "--data_dir")
+    if args.tmp_dir:
+        existing_or_new_dir(args.tmp_dir, "--tmp_dir")
+    if args.tfds_data_dir and args.data_source != "tfds":
+        raise UserError(f"--tfds_data_dir={args.tfds_data_dir} is only read with "
+                        f"--data_source=tfds; add that flag or drop this one")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -68,9 +81,6 @@ def run(args: argparse.Namespace) -> None:
     # Not created here: a problem that downloads creates it (fetch_raw_files), and one
     # that reads a folder itself (parsing) reports a wrong path as "no such directory".
     existing_or_new_dir(tmp_dir, "--tmp_dir" if args.tmp_dir else "--data_dir")
-    if args.tfds_data_dir and args.data_source != "tfds":
-        raise UserError(f"--tfds_data_dir={args.tfds_data_dir} is only read with "
-                        f"--data_source=tfds; add that flag or drop this one")
     summary: DatagenSummary = generate_problem_data(problem, args.data_dir, tmp_dir,
                                                     download=not args.no_download,
                                                     data_source=args.data_source,

@@ -24,10 +24,13 @@ with the problem's metrics (BLEU: sacreBLEU's score and signature; parsing: EVAL
 docs/parsing.md). The score goes to stdout when translations go to ``--decode_to_file``,
 else to stderr.
 
-Failures come before the work: ``--decode_to_file`` is opened as a temporary file beside
-it (renamed onto it once every line is written, removed on any failure, so an existing
-file is never lost) and the references are counted against the input, both before
-decoding starts.
+Failures come before the work. Before TensorFlow starts (a mistake is one error line
+within a second): the run directory, ``--quantize``, the names and values of
+``--decode_hparams``, that the input and reference files can be read (or that stdin is
+open) and that ``--decode_to_file`` can be created. Before decoding starts:
+``--decode_to_file`` is opened as a temporary file beside it (renamed onto it once every
+line is written, removed on any failure, so an existing file is never lost) and the
+references are counted against the input.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ from typing import Iterable, List, Optional, Sequence, TextIO
 from t2t_lite.commands.common import command_parser, run_command
 from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_decoder_command
 from t2t_lite.errors import UserError
-from t2t_lite.user_paths import AtomicOutput, path_error
+from t2t_lite.user_paths import AtomicOutput, creatable_file, path_error, readable_file
 
 MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
 
@@ -76,15 +79,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     return run_command(build_parser(), argv, decode, required=("output_dir",),
-                       before_tensorflow=prepare_decoder_command)
+                       before_tensorflow=check_before_tensorflow)
+
+
+def check_before_tensorflow(args: argparse.Namespace) -> None:
+    """What needs no TensorFlow, checked before it starts: ``prepare_decoder_command``
+    (run directory, ``--quantize``, oneDNN), ``--decode_hparams`` against the generic
+    defaults (the problem's come with the run), the input (a readable file or an open
+    stdin), the references, and that ``--decode_to_file`` can be created. Creates
+    nothing; the checks where the files are used still run."""
+    from t2t_lite.decoding import parse_decode_hparams
+    prepare_decoder_command(args)
+    parse_decode_hparams(args.decode_hparams)
+    if args.decode_from_file:
+        readable_file(args.decode_from_file, "--decode_from_file")
+    elif sys.stdin is None:
+        raise closed_stdin()
+    if args.decode_reference:
+        readable_file(args.decode_reference, "--decode_reference")
+    if args.decode_to_file:
+        creatable_file(args.decode_to_file, "--decode_to_file")
 
 
 def decode(args: argparse.Namespace) -> None:
-    """The decoder's work for parsed flags; user errors raise (reported by ``main``)."""
-    if args.decode_from_file and not Path(args.decode_from_file).is_file():
-        raise FileNotFoundError(f"--decode_from_file={args.decode_from_file} does not exist")
-    if args.decode_reference and not Path(args.decode_reference).is_file():
-        raise FileNotFoundError(f"--decode_reference={args.decode_reference} does not exist")
+    """The decoder's work for parsed flags, after ``check_before_tensorflow``; user
+    errors raise (reported by ``main``)."""
     # Opened before any work: an unwritable path fails now, and an existing file is only
     # replaced (by rename) once every translation is written.
     output = AtomicOutput(args.decode_to_file, "--decode_to_file") if args.decode_to_file else None
@@ -187,13 +206,17 @@ def read_input_file(path: str) -> bytes:
 def read_stdin() -> bytes:
     """All of stdin; a closed stdin (``<&-``) is a user error naming the fix."""
     if sys.stdin is None:
-        raise UserError("stdin is closed and no --decode_from_file was given; give "
-                        "--decode_from_file=FILE or pipe the sentences in")
+        raise closed_stdin()
     try:
         return sys.stdin.buffer.read()
     except OSError as error:  # EBADF and the like: not a readable stdin
         raise UserError(f"cannot read stdin ({error.strerror or error}); give "
                         f"--decode_from_file=FILE or pipe the sentences in") from None
+
+
+def closed_stdin() -> UserError:
+    return UserError("stdin is closed and no --decode_from_file was given; give "
+                     "--decode_from_file=FILE or pipe the sentences in")
 
 
 def read_aligned_references(problem, reference_path: str, num_lines: int) -> List[str]:

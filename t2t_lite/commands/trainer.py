@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional
+from typing import List, Optional, Union
 
 from t2t_lite.commands import common
 from t2t_lite.flag_fields import add_flags, config_from_args, required_flags
@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     return common.run_command(build_parser(), argv, run, required=required_flags(TrainerConfig),
-                              failure_types=failure_types)
+                              failure_types=failure_types,
+                              before_tensorflow=check_directories)
 
 
 def failure_types() -> tuple:
@@ -57,19 +58,29 @@ def recorded_usr_dir(output_dir: str) -> str:
     return import_run_usr_dir(output_dir) or ""
 
 
+def check_directories(flags: Union[argparse.Namespace, TrainerConfig],
+                      create: bool = False) -> None:
+    """``--data_dir`` and ``--tmp_dir`` (one clear error naming the flag): no file in the
+    way, and with ``--generate_data`` a data directory files can be made in (created when
+    ``create``). Run before TensorFlow starts, creating nothing, and again by ``run``."""
+    from t2t_lite.user_paths import creatable_dir, existing_or_new_dir, writable_dir
+    if flags.generate_data:
+        (writable_dir if create else creatable_dir)(flags.data_dir, "--data_dir")
+    else:
+        existing_or_new_dir(flags.data_dir, "--data_dir")
+    if flags.tmp_dir:
+        existing_or_new_dir(flags.tmp_dir, "--tmp_dir")
+
+
 def check_paths(config: TrainerConfig) -> None:
-    """Checks the user's directories and ``--data_source`` (one clear error naming the
-    flag); with ``--generate_data --data_source=tfds``, generates the data from TFDS."""
+    """Checks ``--data_source`` and the user's directories (``check_directories``,
+    creating the data directory for ``--generate_data``); with ``--generate_data
+    --data_source=tfds``, generates the data from TFDS."""
     from t2t_lite.data.datagen import check_data_source
     from t2t_lite.registry import PROBLEMS
-    from t2t_lite.user_paths import existing_or_new_dir, writable_dir
     if config.generate_data:
         check_data_source(PROBLEMS.get(config.problem)(), config.data_source)
-        writable_dir(config.data_dir, "--data_dir")
-    else:
-        existing_or_new_dir(config.data_dir, "--data_dir")
-    if config.tmp_dir:
-        existing_or_new_dir(config.tmp_dir, "--tmp_dir")
+    check_directories(config, create=True)
     if config.generate_data and config.data_source != "raw":
         # The trainer's own datagen reads raw files; generate from the source first (a
         # no-op for complete data) and it finds the data in place.
