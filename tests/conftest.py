@@ -47,6 +47,21 @@ def numbers_data() -> Path:
 
 
 @pytest.fixture(scope="session")
+def uninterrupted_trainer_run(numbers_data, tmp_path_factory) -> Path:
+    """A run directory of ``t2t-lite-trainer`` (test_trainer's tiny flags) trained 30 steps
+    on ``numbers_data`` without interruption, once per session: the weights that runs
+    interrupted by SIGKILL or SIGTERM and resumed must end with. Tests read it only."""
+    import subprocess
+    from test_trainer import trainer_command
+    run = tmp_path_factory.mktemp("uninterrupted") / "run"
+    subprocess.run(trainer_command(numbers_data, run, "--train_steps=30",
+                                   "--save_checkpoints_secs=3600"),
+                   check=True, capture_output=True, timeout=300,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return run
+
+
+@pytest.fixture(scope="session")
 def trained_ptb_parser(tmp_path_factory):
     """A parser trained briefly on the WSJ sample (``trained_parser.train_ptb_parser``),
     once per session: tests read it, never write into it."""

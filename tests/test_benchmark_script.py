@@ -55,7 +55,8 @@ def test_decode_parts_prints_each_piece_of_a_beam_step():
 def test_decode_parts_whole_search_ab_checks_both_searches_agree():
     script = SCRIPT.with_name("bench_decode_parts.py")
     out = subprocess.run([sys.executable, str(script), "--whole_search",
-                          "--hparams_set=transformer_tiny", "--vocab_size=50", "--batch=2",
+                          "--hparams_set=transformer_tiny", "--hparams=num_hidden_layers=1",
+                          "--vocab_size=50", "--batch=2",
                           "--beam_size=2", "--source_length=4", "--target_length=5",
                           "--repeats=1"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
@@ -122,15 +123,13 @@ def test_unknown_peer_is_one_error_line():
     ("attention_cache", "cache layout", ("head-major", "token-major")),
     ("softmax_weights", "softmax weights layout",
      ("\\[V, d\\] read transposed", "\\[d, V\\] copy"))])
-def test_layout_ab_runs_both_layouts_and_they_agree(layout, title, names):
-    script = SCRIPT.with_name("bench_cache_layout.py")
-    out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
-                          "--vocab_size=50", "--batch=2", "--source_length=4",
-                          "--target_length=5", "--beam_size=2", "--rounds=1",
-                          f"--layout={layout}"],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.strip().splitlines()
+def test_layout_ab_runs_both_layouts_and_they_agree(layout, title, names, capsys):
+    # In process: the script sets nothing that must precede TensorFlow's import.
+    _script_module("bench_cache_layout").main([
+        "--hparams_set=transformer_tiny", "--hparams=num_hidden_layers=1", "--vocab_size=50",
+        "--batch=2", "--source_length=4", "--target_length=5", "--beam_size=2", "--rounds=1",
+        f"--layout={layout}"])
+    lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith(f"{title} A/B: quantize=none")
     assert "identical ids: True" in lines
     assert re.fullmatch(rf"{names[0]} [\d.]+ s, {names[1]} [\d.]+ s \(median of 1\): "
@@ -142,7 +141,8 @@ def test_layout_ab_runs_both_layouts_and_they_agree(layout, title, names):
 def test_profile_decode_prints_op_types_with_times():
     script = SCRIPT.with_name("profile_decode.py")
     out = subprocess.run([sys.executable, str(script), "--hparams_set=transformer_tiny",
-                          "--vocab_size=50", "--batch=2", "--top=40"],
+                          "--hparams=num_hidden_layers=1", "--vocab_size=50", "--batch=2",
+                          "--top=40"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.strip().splitlines()

@@ -95,26 +95,26 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(numbers_data, 
             assert np.all(np.isfinite(value)), name
 
 
-def run_strategy_script(*args) -> dict:
-    result = subprocess.run([sys.executable, str(TESTS / "strategy_run.py"), *args],
+VARIANTS = ("devices=1", "devices=2", "devices=2,jit", "devices=2,jit,accumulate=2")
+
+
+@pytest.fixture(scope="module")
+def strategy_runs() -> dict:
+    """tests/strategy_run.py's results for ``VARIANTS``, keyed by variant: one process,
+    one TensorFlow start, 2 logical CPUs (the one-device run uses the first)."""
+    result = subprocess.run([sys.executable, str(TESTS / "strategy_run.py"), *VARIANTS],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def single_device_run() -> dict:
-    return run_strategy_script("--devices=1")
-
-
 @pytest.mark.slow
-def test_mirrored_on_two_logical_cpus_matches_one_device(single_device_run):
+def test_mirrored_on_two_logical_cpus_matches_one_device(strategy_runs):
     """The same global batches give the same loss trajectory and weights (float32
     reduction order differs between the paths: tolerance 1e-5 relative). The stop flag
     passed at step 2 comes back summed over the replicas in the statistics' all-reduce."""
-    single = single_device_run
-    mirrored = run_strategy_script("--devices=2")
-    mirrored_xla = run_strategy_script("--devices=2", "--jit")
+    single = strategy_runs["devices=1"]
+    mirrored, mirrored_xla = strategy_runs["devices=2"], strategy_runs["devices=2,jit"]
     assert (single["replicas"], mirrored["replicas"]) == (1, 2)
     assert single["stop_requests"] == [0, 1, 0, 0]
     assert mirrored["stop_requests"] == mirrored_xla["stop_requests"] == [0, 2, 0, 0]
@@ -125,9 +125,8 @@ def test_mirrored_on_two_logical_cpus_matches_one_device(single_device_run):
 
 
 @pytest.mark.slow
-def test_gradient_accumulation_matches_the_full_batch(single_device_run):
-    full = single_device_run
-    accumulated = run_strategy_script("--devices=2", "--accumulate=2", "--jit")
+def test_gradient_accumulation_matches_the_full_batch(strategy_runs):
+    full, accumulated = strategy_runs["devices=1"], strategy_runs["devices=2,jit,accumulate=2"]
     np.testing.assert_allclose(accumulated["losses"], full["losses"], rtol=1e-5)
     np.testing.assert_allclose(accumulated["checksum"], full["checksum"], rtol=1e-5)
     assert accumulated["step"] == 4  # one optimizer update per accumulated step
@@ -147,13 +146,11 @@ def final_weights(run: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(numbers_data,
-                                                                          tmp_path):
+def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(
+        numbers_data, uninterrupted_trainer_run, tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     steps = ["--train_steps=30", "--save_checkpoints_secs=0"]
-    reference = tmp_path / "uninterrupted"
-    subprocess.run(trainer_command(numbers_data, reference, *steps), check=True, env=env,
-                   capture_output=True, timeout=300)
+    reference = uninterrupted_trainer_run  # 30 steps too; when it saved does not matter
 
     killed = tmp_path / "killed"
     process = subprocess.Popen(trainer_command(numbers_data, killed, *steps), env=env,
@@ -172,7 +169,7 @@ def test_sigkill_then_rerun_ends_with_the_weights_of_an_uninterrupted_run(number
     rerun = subprocess.run(trainer_command(numbers_data, killed, *steps), env=env,
                            capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert f"Resuming from" in rerun.stdout and "step=30" in rerun.stdout
+    assert "Resuming from" in rerun.stdout and "step=30" in rerun.stdout
     expected, actual = final_weights(reference), final_weights(killed)
     assert expected.keys() == actual.keys()
     for name in expected:  # same data order, dropout masks and optimizer state
@@ -184,26 +181,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-@pytest.mark.slow
-def test_two_workers_train_together_and_write_one_checkpoint(numbers_data, tmp_path):
-    workers = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
-    run = tmp_path / "run"
-    processes = []
-    for index in range(2):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = {**os.environ, "TF_CONFIG": json.dumps(tf_config), "TF_CPP_MIN_LOG_LEVEL": "3"}
-        processes.append(subprocess.Popen(
-            trainer_command(numbers_data, run, "--train_steps=3"), env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    outputs = [process.communicate(timeout=300) for process in processes]
-    for process, (stdout, stderr) in zip(processes, outputs):
-        assert process.returncode == 0, stderr[-3000:]
-        assert "step=3" in stdout
-    checkpoints = sorted(path.name for path in run.glob("ckpt-*.index"))
-    assert checkpoints == ["ckpt-3.index"]
-    assert RunConfig.load(run).problem == PROBLEM
 
 
 def test_command_line_errors_are_clear():

@@ -1,4 +1,5 @@
-"""Resume across replicas and workers, SIGTERM preemption and worker loss (issue #12).
+"""Two workers training together; resume across replicas and workers, SIGTERM preemption
+and worker loss (issue #12).
 
 What survives what (docs/training.md has the same table):
   SIGKILL, 2 replicas        test_sigkill_two_replicas_then_rerun_matches_uninterrupted,
@@ -24,6 +25,7 @@ import tensorflow as tf
 
 from t2t_lite.data import records
 from t2t_lite.data.problem import get_problem
+from t2t_lite.runs.config import RunConfig
 from test_trainer import PROBLEM, TINY, final_weights, free_port, trainer_command
 
 TESTS = Path(__file__).resolve().parent
@@ -132,12 +134,11 @@ def test_sigkill_two_replicas_then_rerun_matches_uninterrupted(numbers_data, tmp
 
 # SIGTERM ---------------------------------------------------------------------------
 @pytest.mark.slow
-def test_sigterm_saves_at_a_step_boundary_and_rerun_matches(numbers_data, tmp_path):
+def test_sigterm_saves_at_a_step_boundary_and_rerun_matches(numbers_data,
+                                                           uninterrupted_trainer_run, tmp_path):
     # No periodic checkpoints: the one the rerun resumes from is SIGTERM's.
     steps = ["--train_steps=30", "--save_checkpoints_secs=3600"]
-    reference = tmp_path / "uninterrupted"
-    subprocess.run(trainer_command(numbers_data, reference, *steps), check=True, env=ENV,
-                   capture_output=True, timeout=DEADLINE)
+    reference = uninterrupted_trainer_run
 
     run = tmp_path / "preempted"
     process = start(trainer_command(numbers_data, run, *steps), tmp_path / "first")
@@ -188,6 +189,21 @@ def two_worker_reference(numbers_data, tmp_path_factory) -> Path:
     for code, stdout, stderr in results:
         assert code == 0 and "step=20" in stdout, stderr[-3000:]
     return root / "run"
+
+
+@pytest.mark.slow
+def test_two_workers_train_together_and_only_the_chief_writes(two_worker_reference):
+    """Both workers reached step 20 (the fixture checks their output). The run holds one
+    checkpoint per step, written once: the chief's; nothing else of the other worker."""
+    run = two_worker_reference
+    steps = sorted(int(path.name[len("ckpt-"):-len(".index")])
+                   for path in run.glob("ckpt-*.index"))
+    assert steps == list(range(1, 21))
+    config = RunConfig.load(run)
+    assert config.problem == PROBLEM
+    assert sorted(path.name for path in run.iterdir() if not path.name.startswith("ckpt-")) == \
+        sorted(["checkpoint", "eval", "run_config.json", "train", "trainer.lock",
+                config.vocab_file])
 
 
 @pytest.mark.slow
