@@ -24,7 +24,7 @@ import importlib.util
 import sys
 import traceback
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from t2t_lite.errors import UserError
 
@@ -94,12 +94,18 @@ def import_usr_dir(usr_dir: str, flag: str = FLAG) -> str:
     return key
 
 
-def import_run_usr_dir(output_dir: str, usr_dir: str = "") -> Optional[str]:
-    """For the commands that read a run directory: imports ``usr_dir`` when given (the
-    flag), else the one recorded in ``OUTPUT_DIR/run_config.json``; ``None`` when neither.
-    A recorded directory that is gone raises ``UserError`` naming it and the flag."""
+def check_usr_dir(usr_dir: str, flag: str = FLAG) -> None:
+    """``import_usr_dir``'s path checks without importing anything (the commands run them
+    before TensorFlow starts): a wrong ``usr_dir`` raises ``UserError``."""
     if usr_dir:
-        return import_usr_dir(usr_dir)
+        _checked_dir(usr_dir, flag)
+
+
+def _run_usr_dir(output_dir: str, usr_dir: str) -> Optional[Tuple[str, str]]:
+    """The (directory, flag) ``import_run_usr_dir`` imports: the flag's, else the one
+    recorded in the run; ``None`` when neither. A recorded one that is gone raises."""
+    if usr_dir:
+        return usr_dir, FLAG
     from t2t_lite.runs.config import RunConfig
     run_config = RunConfig.load_if_present(output_dir)
     if run_config is None or not run_config.usr_dir:
@@ -109,7 +115,22 @@ def import_run_usr_dir(output_dir: str, usr_dir: str = "") -> Optional[str]:
         raise UserError(f"{output_dir} was trained with {FLAG}={recorded}, which is gone; "
                         f"pass {FLAG}=DIR with the same modules (problem "
                         f"{run_config.problem!r}, model {run_config.model!r})")
-    return import_usr_dir(recorded, flag=f"{FLAG} (recorded in {output_dir}/run_config.json)")
+    return recorded, f"{FLAG} (recorded in {output_dir}/run_config.json)"
+
+
+def check_run_usr_dir(output_dir: str, usr_dir: str = "") -> None:
+    """``import_run_usr_dir``'s checks without importing anything (before TensorFlow)."""
+    resolved = _run_usr_dir(output_dir, usr_dir)
+    if resolved is not None:
+        check_usr_dir(*resolved)
+
+
+def import_run_usr_dir(output_dir: str, usr_dir: str = "") -> Optional[str]:
+    """For the commands that read a run directory: imports ``usr_dir`` when given (the
+    flag), else the one recorded in ``OUTPUT_DIR/run_config.json``; ``None`` when neither.
+    A recorded directory that is gone raises ``UserError`` naming it and the flag."""
+    resolved = _run_usr_dir(output_dir, usr_dir)
+    return import_usr_dir(*resolved) if resolved is not None else None
 
 
 def format_usr_dir_error(error: UsrDirImportError) -> str:

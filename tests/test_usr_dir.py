@@ -217,6 +217,25 @@ def test_a_recorded_usr_dir_that_is_gone_names_it_and_the_flag(tmp_path):
     assert "pass --t2t_usr_dir=DIR" in message and "\n" not in message
 
 
+@pytest.mark.parametrize("name, flags", [
+    ("decoder", []), ("exporter", ["--export_dir=export"]), ("avg-checkpoints", []),
+    ("trainer", ["--problem=translate_my_digits", "--hparams_set=my_tiny", "--data_dir=data"])])
+def test_a_gone_recorded_usr_dir_is_refused_before_tensorflow(tmp_path, name, flags):
+    gone = tmp_path / "gone" / "my_t2t"
+    values = {"problem": "translate_my_digits", "model": "transformer",
+              "hparams_set": "my_tiny", "hparams_overrides": "", "hparams": {},
+              "vocab_size": 100, "vocab_file": "vocab.x", "usr_dir": str(gone)}
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "run_config.json").write_text(json.dumps(values))
+    result = run(name, "--output_dir=run", *flags, cwd=tmp_path, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [  # nothing else: TensorFlow did not start
+        f"error: run was trained with --t2t_usr_dir={gone}, which is gone; pass "
+        f"--t2t_usr_dir=DIR with the same modules (problem 'translate_my_digits', model "
+        f"'transformer')"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]
+
+
 # translate_text_files ------------------------------------------------------------------
 def test_translate_text_files_names_the_missing_file(tmp_path):
     from t2t_lite.data.problem import get_problem
@@ -312,6 +331,7 @@ def test_usr_dir_end_to_end_datagen_train_decode_export_serve(tmp_path):
     result = run("decoder", "--output_dir=run", "--decode_from_file=corpus/test.src",
                  cwd=tmp_path)
     assert result.returncode == 2
+    assert "devices:" not in result.stderr  # refused before TensorFlow started
     assert error_lines(result.stderr) == [
         f"error: run was trained with --t2t_usr_dir={recorded['usr_dir']}, which is gone; "
         f"pass --t2t_usr_dir=DIR with the same modules (problem 'translate_my_digits', "

@@ -43,7 +43,15 @@ def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return run_command(build_parser(), argv, run, required=("output_dir",), check=check_flags)
+    return run_command(build_parser(), argv, run, required=("output_dir",), check=check_flags,
+                       before_tensorflow=check_run_dir)
+
+
+def check_run_dir(args: argparse.Namespace) -> None:
+    """Before TensorFlow starts: the ``--t2t_usr_dir`` the run recorded (if any) is still
+    there."""
+    from t2t_lite.usr_dir import check_run_usr_dir
+    check_run_usr_dir(args.output_dir, args.t2t_usr_dir)
 
 
 def run(args: argparse.Namespace) -> str:

@@ -13,7 +13,7 @@ from typing import Callable, List, Optional, Sequence
 from t2t_lite.commands.startup import (VERBOSITY_HELP, VERBOSITY_LEVELS, devices_line,
                                        start_tensorflow)
 from t2t_lite.flag_fields import non_negative_int, positive_int  # noqa: F401 (flag types)
-from t2t_lite.usr_dir import import_usr_dir
+from t2t_lite.usr_dir import check_usr_dir, import_usr_dir
 
 
 def command_parser(prog: str, doc: str, *, run_dir: bool = False,
@@ -50,7 +50,9 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
     status; an exception of ``failure_types()`` (called once TensorFlow is imported, so
     they may be TensorFlow's) prints one ``error:`` line and exits with status 1.
     ``before_tensorflow(args)`` runs first inside that reporting (a ``UserError`` it raises
-    is one ``error:`` line): settings that must precede ``import tensorflow`` go there."""
+    is one ``error:`` line), after ``--t2t_usr_dir``'s path is checked: settings that must
+    precede ``import tensorflow``, and checks of the user's flags and paths that need no
+    TensorFlow (a mistake is then one line at once, not after TensorFlow's start-up)."""
     args = parser.parse_args(argv)
     if args.registry_help:
         return print_registry_help(args.t2t_usr_dir)
@@ -59,6 +61,7 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
         check(parser, args)
 
     def run() -> object:
+        check_usr_dir(args.t2t_usr_dir)  # a wrong path: one line before TensorFlow starts
         if before_tensorflow is not None:
             before_tensorflow(args)
         if tensorflow:

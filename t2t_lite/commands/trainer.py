@@ -31,7 +31,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     return common.run_command(build_parser(), argv, run, required=required_flags(TrainerConfig),
                               failure_types=failure_types,
-                              before_tensorflow=check_directories)
+                              before_tensorflow=check_before_tensorflow)
+
+
+def check_before_tensorflow(args: argparse.Namespace) -> None:
+    """Before TensorFlow starts, creating nothing: the ``--t2t_usr_dir`` a run being
+    resumed recorded is still there, and ``check_directories``."""
+    from t2t_lite.usr_dir import check_run_usr_dir
+    if not args.t2t_usr_dir:
+        check_run_usr_dir(args.output_dir)
+    check_directories(args)
 
 
 def failure_types() -> tuple:
