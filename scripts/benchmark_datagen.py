@@ -14,7 +14,12 @@ CPU seconds (all, the datagen process's own and its encoding workers') and peak 
 ``--pairs`` runs the whole datagen (vocabulary from a bounded sample + encoding) per
 size; ``--speedup_pairs`` encodes the same pairs with 1 and then 2 workers back to back,
 reusing one vocabulary, and prints the ratio (on a shared machine, compare only figures
-of one run).
+of one run). Datagen starts workers only for a split of more than
+``t2t_lite.data.encoding.MIN_PAIRS_FOR_WORKERS`` pairs; ``--min_pairs_for_workers=0``
+starts them for any size, to measure what starting them costs on a small corpus:
+
+    python scripts/benchmark_datagen.py --corpus_dir=/tmp/bench_corpus --speedup_pairs=29000 \
+        --min_pairs_for_workers=0
 """
 from __future__ import annotations
 
@@ -101,7 +106,10 @@ def _cpu_seconds(who: int) -> float:
 
 def run_once(args) -> dict:
     """One datagen run in this process; returns its figures."""
+    from t2t_lite.data import encoding
     from t2t_lite.data.datagen import generate_problem_data
+    if args.min_pairs_for_workers is not None:
+        encoding.MIN_PAIRS_FOR_WORKERS = args.min_pairs_for_workers
     problem = _problem(Path(args.corpus_dir), args.run, args.vocab_size, args.vocab_sentences)
     data_dir = Path(args.data_dir)
     shutil.rmtree(data_dir, ignore_errors=True)
@@ -129,6 +137,8 @@ def _child(args, pairs: int, workers: int, data_dir: Path, vocab_from: str = "")
                f"--vocab_size={args.vocab_size}", f"--vocab_sentences={args.vocab_sentences}"]
     if vocab_from:
         command.append(f"--vocab_from={vocab_from}")
+    if args.min_pairs_for_workers is not None:
+        command.append(f"--min_pairs_for_workers={args.min_pairs_for_workers}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
     result = json.loads(out.strip().splitlines()[-1])
@@ -148,6 +158,9 @@ def main(argv=None) -> int:
     parser.add_argument("--vocab_size", type=int, default=8000)
     parser.add_argument("--vocab_sentences", type=int, default=200_000,
                         help="VocabSpec.max_sentences: the bounded vocabulary sample")
+    parser.add_argument("--min_pairs_for_workers", type=int, default=None,
+                        help="start encoding workers only above this many pairs a split "
+                             "(default: datagen's own threshold; 0: always)")
     parser.add_argument("--run", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--data_dir", default="", help=argparse.SUPPRESS)
     parser.add_argument("--vocab_from", default="", help=argparse.SUPPRESS)

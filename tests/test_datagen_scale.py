@@ -88,11 +88,15 @@ def test_the_vocabulary_is_learned_from_a_bounded_sample(tmp_path, raw_400, monk
 
 @pytest.mark.slow
 def test_two_encoding_workers_write_the_same_bytes_as_one(tmp_path, raw_400, monkeypatch):
-    monkeypatch.setattr(datagen, "_ENCODE_BATCH", 40)  # 10 batches: the processes start
+    monkeypatch.setattr(datagen, "_ENCODE_BATCH", 40)  # 10 batches
     started = []
     get_context = encoding.multiprocessing.get_context
     monkeypatch.setattr(encoding.multiprocessing, "get_context",
                         lambda method: started.append(method) or get_context(method))
+    # 400 train pairs are far too few to pay for starting processes: none is started.
+    generate_problem_data(_problem(), tmp_path / "small", raw_400, workers=2)
+    assert started == []
+    monkeypatch.setattr(encoding, "MIN_PAIRS_FOR_WORKERS", 100)  # now the processes start
     outputs = {}
     for workers in (1, 2):
         data_dir = tmp_path / f"w{workers}"

@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=DATA_SOURCE_HELP)
     parser.add_argument("--tfds_data_dir", default=None, help=TFDS_DATA_DIR_HELP)
     parser.add_argument("--num_workers", type=positive_int, default=None,
-                        help="processes encoding text into ids (default: one per CPU core); "
+                        help="processes encoding text into ids (default: one per CPU core; "
+                             "a split of up to 100,000 pairs is encoded in this process); "
                              "the output does not depend on it")
     return parser
 

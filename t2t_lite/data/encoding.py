@@ -7,9 +7,11 @@ ids without EOS serialized as a ``tf.train.Example`` (see ``records.serialize_pa
 back in input order whatever ``workers`` is, so datagen's output does not depend on it.
 
 With ``workers > 1``, processes are started (``spawn``: TensorFlow must not be forked)
-once more than ``workers`` batches are waiting, each loading the vocabulary from its
-file; at most ``2 * workers`` batches are in flight, so memory stays bounded. Small
-splits (a few batches) never start a process.
+once more than ``workers`` batches and more than ``MIN_PAIRS_FOR_WORKERS`` pairs are
+waiting, each loading the vocabulary from its file; at most ``2 * workers`` batches are
+in flight, so memory stays bounded. A smaller split never starts a process: each one
+imports TensorFlow (seconds) before it encodes anything, more than this process needs to
+encode such a split itself (docs/data.md).
 """
 from __future__ import annotations
 
@@ -20,6 +22,12 @@ from pathlib import Path
 from typing import Deque, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 EncodedPair = Tuple[Optional[bytes], int, int]
+# Below this many pairs a split is encoded in this process. Each worker imports
+# TensorFlow before it encodes anything: on 2 cores, 2 workers made Multi30k's datagen
+# (29,000 train pairs) 1.65x slower than encoding in process, and synthetic WMT-like
+# splits of 100,000 and 200,000 pairs 0.86x and 0.96x as fast; they pay from ~400,000
+# (docs/data.md). Machines with more cores gain sooner; not measured here.
+MIN_PAIRS_FOR_WORKERS = 100_000
 _worker_state = {}
 
 
@@ -71,10 +79,12 @@ def encode_batches(batches: Iterable[Sequence[Tuple[str, str]]], vocab, max_leng
             yield encode_pairs(vocab, batch, max_length)
         return
     pending: Deque[Sequence[Tuple[str, str]]] = collections.deque()
+    pending_pairs = 0
     batches = iter(batches)
-    for batch in batches:  # buffer a little before paying for process start-up
+    for batch in batches:  # buffer before paying for process start-up
         pending.append(batch)
-        if len(pending) > workers:
+        pending_pairs += len(batch)
+        if len(pending) > workers and pending_pairs > MIN_PAIRS_FOR_WORKERS:
             break
     else:
         for batch in pending:
