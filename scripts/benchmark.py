@@ -208,6 +208,11 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hparams_set", default="transformer_base")
     parser.add_argument("--hparams", default="", help="overrides, e.g. num_heads=4")
     parser.add_argument("--vocab_size", type=positive_int, default=37000)
+    add_search_work_flags(parser)
+
+
+def add_search_work_flags(parser: argparse.ArgumentParser) -> None:
+    """The search's work: sentences, source and forced target lengths, beam size."""
     parser.add_argument("--batch", type=positive_int, default=32)
     parser.add_argument("--source_length", type=positive_int, default=24)
     parser.add_argument("--target_length", type=positive_int, default=30)
@@ -583,10 +588,7 @@ def main(argv=None) -> None:
     train.add_argument("--steps", type=positive_int, default=5)
 
     decode = sub.add_parser("decode", parents=[common])
-    decode.add_argument("--batch", type=positive_int, default=32)
-    decode.add_argument("--source_length", type=positive_int, default=24)
-    decode.add_argument("--target_length", type=positive_int, default=30)
-    decode.add_argument("--beam_size", type=positive_int, default=4)
+    add_search_work_flags(decode)
     decode.add_argument("--alpha", type=float, default=0.6)
     decode.add_argument("--repeats", type=positive_int, default=5)
     decode.add_argument("--memory_per_sentence", action=argparse.BooleanOptionalAction,

@@ -170,7 +170,8 @@ def readable_file(path: Union[str, Path], flag: str) -> Path:
     (EIO, permission denied) a ``UserError``, each naming ``flag``."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{flag}={path} does not exist")
+        raise FileNotFoundError(f"{flag}={path} does not exist; give the path of an "
+                                f"existing file")
     if path.is_dir():
         raise UserError(f"{flag}={path} is a directory; give a file")
     if not path.is_file():

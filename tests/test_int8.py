@@ -182,7 +182,7 @@ def test_the_decoder_turns_on_onednn_for_float32_unless_the_environment_says(env
     code = ("import os, sys, argparse\n"
             "from t2t_lite.commands.quantize_flag import prepare_decoder_command\n"
             f"prepare_decoder_command(argparse.Namespace(output_dir={str(run_dir)!r}, "
-            "quantize='none', t2t_usr_dir=''))\n"
+            "quantize='none', t2t_usr_dir='', decode_hparams=''))\n"
             "assert 'tensorflow' not in sys.modules\n"
             "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))\n")
     env = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}

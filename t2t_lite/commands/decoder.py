@@ -84,13 +84,10 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def check_before_tensorflow(args: argparse.Namespace) -> None:
     """What needs no TensorFlow, checked before it starts: ``prepare_decoder_command``
-    (run directory, ``--quantize``, oneDNN), ``--decode_hparams`` against the generic
-    defaults (the problem's come with the run), the input (a readable file or an open
-    stdin), the references, and that ``--decode_to_file`` can be created. Creates
-    nothing; the checks where the files are used still run."""
-    from t2t_lite.decoding import parse_decode_hparams
+    (run directory, ``--quantize``, ``--decode_hparams``, oneDNN), the input (a readable
+    file or an open stdin), the references, and that ``--decode_to_file`` can be created.
+    Creates nothing; the checks where the files are used still run."""
     prepare_decoder_command(args)
-    parse_decode_hparams(args.decode_hparams)
     if args.decode_from_file:
         readable_file(args.decode_from_file, "--decode_from_file")
     elif sys.stdin is None:

@@ -50,13 +50,16 @@ def use_onednn_ops() -> None:
 def prepare_run_dir_command(args: argparse.Namespace) -> None:
     """What the decoder and the exporter check before TensorFlow is imported (their
     ``run_command(before_tensorflow=)``): that ``--output_dir`` is a run directory whose
-    recorded ``--t2t_usr_dir`` (if any) is still there (one ``error:`` line at once, not
-    after TensorFlow's start-up) and ``--quantize``."""
+    recorded ``--t2t_usr_dir`` (if any) is still there, ``--quantize``, and the names and
+    values of ``--decode_hparams`` (against the generic defaults; the problem's come with
+    the run). A mistake is one ``error:`` line at once, not after TensorFlow's start-up."""
+    from t2t_lite.decoding import parse_decode_hparams
     from t2t_lite.runs.config import RunConfig
     from t2t_lite.usr_dir import check_run_usr_dir
     RunConfig.load(args.output_dir)
     check_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     prepare_quantize(args.quantize)
+    parse_decode_hparams(args.decode_hparams)
 
 
 def prepare_decoder_command(args: argparse.Namespace) -> None:
