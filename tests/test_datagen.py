@@ -217,3 +217,38 @@ def test_trainer_generate_data_and_datagen_share_the_default_tmp_dir(tmp_path, c
     out = capsys.readouterr().out
     assert "test: 30 examples in 1 shard(s), 0 dropped\n" in out + "\n"
     assert "train: 399 examples in 4 shard(s), 0 dropped (reused)" in out
+
+
+def test_a_second_datagen_into_the_same_directory_is_refused_and_writes_nothing(tmp_path):
+    from t2t_lite.data.datagen import DATAGEN_LOCK, generate
+    from t2t_lite.directory_lock import DirectoryBusy, DirectoryLock
+    data = tmp_path / "data"
+    with DirectoryLock(data, DATAGEN_LOCK, "t2t-lite-datagen", "--data_dir"):  # the first
+        with pytest.raises(DirectoryBusy, match=rf"^{data} is in use by another datagen "
+                                                r"\(t2t-lite-datagen, or t2t-lite-trainer "
+                                                r"--generate_data\) \(host .*, pid \d+, "
+                                                r".*; wait for it to finish or stop it, or "
+                                                r"use another --data_dir$"):
+            generate("translate_ende_numbers", data)
+    assert [path.name for path in data.iterdir()] == [DATAGEN_LOCK]
+
+
+def test_with_wait_a_second_datagen_waits_for_the_first_and_reuses_its_data(numbers_data,
+                                                                             tmp_path):
+    """The trainer's workers sharing one --data_dir: one generates, the others wait."""
+    import shutil
+    import threading
+    from t2t_lite.data.datagen import DATAGEN_LOCK, generate
+    from t2t_lite.directory_lock import DirectoryLock
+    data = tmp_path / "data"
+    first = DirectoryLock(data, DATAGEN_LOCK, "t2t-lite-datagen", "--data_dir").acquire()
+    results = []
+    waiter = threading.Thread(target=lambda: results.append(
+        generate("translate_ende_numbers", data, wait=True)))
+    waiter.start()
+    waiter.join(timeout=1.0)
+    assert waiter.is_alive() and not results     # blocked on the first one's lock
+    shutil.copytree(numbers_data, data, dirs_exist_ok=True)  # what the first one wrote
+    first.release()
+    waiter.join(timeout=120)
+    assert results and all(split.reused for split in results[0].splits.values())

@@ -38,8 +38,7 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
     """Before TensorFlow starts, creating nothing: the ``--t2t_usr_dir`` a run being
     resumed recorded is still there, and ``check_directories``."""
     from t2t_lite.usr_dir import check_run_usr_dir
-    if not args.t2t_usr_dir:
-        check_run_usr_dir(args.output_dir)
+    check_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     check_directories(args)
 
 
@@ -96,7 +95,7 @@ def check_paths(config: TrainerConfig) -> None:
         from t2t_lite.data.datagen import generate
         print(generate(config.problem, config.data_dir, config.tmp_dir or None,
                        data_source=config.data_source,
-                       tfds_data_dir=config.tfds_data_dir).format(), flush=True)
+                       tfds_data_dir=config.tfds_data_dir, wait=True).format(), flush=True)
 
 
 def train(config: TrainerConfig) -> int:

@@ -33,6 +33,7 @@ from t2t_lite.data.encoding import default_workers, encode_batches
 from t2t_lite.data.raw import RawDataError, TextPair, default_tmp_dir, fetch_raw_files  # noqa: F401
 from t2t_lite.data.tfds_source import DATA_SOURCES
 from t2t_lite.data.vocab import reservoir_sample
+from t2t_lite.directory_lock import DirectoryLock
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import atomic_path, write_atomically
@@ -44,6 +45,7 @@ DROP_EMPTY = "empty line"
 DROP_UTF8 = "invalid UTF-8"
 DROP_LONG = "longer than max_length"
 _ENCODE_BATCH = 4096
+DATAGEN_LOCK = "datagen.lock"  # held by generate_problem_data (DirectoryLock)
 MAX_SHARD_EXAMPLES = 100_000  # more in one shard: datagen writes more shards (memory bound)
 
 
@@ -111,12 +113,12 @@ class DatagenSummary:
 def generate(problem_name: str, data_dir: Union[str, Path],
              tmp_dir: Optional[Union[str, Path]] = None, *, download: bool = True,
              data_source: str = "raw", tfds_data_dir: Optional[str] = None,
-             workers: Optional[int] = None) -> DatagenSummary:
+             workers: Optional[int] = None, wait: bool = False) -> DatagenSummary:
     """Generates the data of the registered problem ``problem_name``; see the module doc."""
     from t2t_lite.data.problem import get_problem
     return generate_problem_data(get_problem(problem_name), data_dir, tmp_dir, download=download,
                                  data_source=data_source, tfds_data_dir=tfds_data_dir,
-                                 workers=workers)
+                                 workers=workers, wait=wait)
 
 
 class _RawReader:
@@ -203,16 +205,33 @@ def _count(dropped: Dict[str, DropCount], reason: str, where: str) -> None:
 def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
                           tmp_dir: Optional[Union[str, Path]] = None, *, download: bool = True,
                           data_source: str = "raw", tfds_data_dir: Optional[str] = None,
-                          workers: Optional[int] = None) -> DatagenSummary:
+                          workers: Optional[int] = None, wait: bool = False) -> DatagenSummary:
     """Fetches/locates raw files in ``tmp_dir`` (``data_source="raw"``; default
     ``default_tmp_dir``: ``DATA_DIR/raw``) or the problem's TFDS dataset (``"tfds"``, in
     ``tfds_data_dir``), builds or reuses the vocabulary, writes every split, encoding on
     ``workers`` processes (default: one per usable CPU core). When the vocabulary and
     every split are complete already, they are reused without looking at the source
-    (no raw file, no network)."""
+    (no raw file, no network). Holds ``DATA_DIR/datagen.lock`` throughout: a second
+    datagen into the same directory at once is refused (``DirectoryBusy``) naming the
+    first or, with ``wait`` (the trainer's workers sharing one ``--data_dir``), waits for
+    it and then reuses what it wrote."""
     data_dir = Path(data_dir)
-    tmp_dir = Path(tmp_dir) if tmp_dir is not None else default_tmp_dir(problem, data_dir)
     check_data_source(problem, data_source)
+    lock = DirectoryLock(data_dir, DATAGEN_LOCK, "datagen (t2t-lite-datagen, or "
+                         "t2t-lite-trainer --generate_data)", "--data_dir").acquire(wait)
+    try:
+        return _generate_locked(problem, data_dir, tmp_dir, download, data_source,
+                                tfds_data_dir, workers)
+    finally:
+        lock.release()
+
+
+
+def _generate_locked(problem: "Problem", data_dir: Path, tmp_dir, download: bool,
+                     data_source: str, tfds_data_dir: Optional[str],
+                     workers: Optional[int]) -> DatagenSummary:
+    """``generate_problem_data``'s work, under its lock."""
+    tmp_dir = Path(tmp_dir) if tmp_dir is not None else default_tmp_dir(problem, data_dir)
     reused = _reuse_complete(problem, data_dir, tmp_dir if data_source == "raw" else None)
     if reused is not None:
         for split, summary in reused.splits.items():

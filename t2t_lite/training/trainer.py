@@ -58,7 +58,9 @@ class Trainer:
     def _prepare_run_dir(self) -> RunConfig:
         config = self.config
         if config.generate_data and not _has_training_data(self.problem, config.data_dir):
-            summary = datagen.generate(config.problem, config.data_dir, config.tmp_dir or None)
+            # wait: workers sharing a --data_dir generate once, the others reuse it
+            summary = datagen.generate(config.problem, config.data_dir, config.tmp_dir or None,
+                                       wait=True)
             print(summary.format(), flush=True)
         vocabulary = self.problem.load_vocab(config.data_dir)
         run_config = RunConfig(
