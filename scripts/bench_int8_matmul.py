@@ -12,8 +12,13 @@ process, each ``tf.function``:
 * ``int8_bmm``: ``tf.linalg.matmul(int8, int8, output_type=int32)`` without XLA
   (TensorFlow's BatchMatMulV3 int8 kernel);
 * ``int8_xla``: the same compiled by XLA (``int8_matmul``'s ``xla`` kernel);
-* ``int8_onednn``: ``QuantizedMatMulWithBiasAndDequantize`` (``int8_matmul``'s ``onednn``
-  kernel; only with oneDNN's ops on, which the script turns on unless ``--no-onednn``).
+* ``int8_onednn``: ``int8_matmul``'s ``onednn`` kernel, TensorFlow's ``_QuantizedMatMul``
+  with per-column scales and a blocked copy of the weights kept by the op (only with
+  oneDNN's ops on, which the script turns on unless ``--no-onednn``);
+* ``int8_onednn_public``: what that kernel was before, the public
+  ``QuantizedMatMulWithBiasAndDequantize`` (one scale for all columns, so the columns are
+  rescaled in a pass of their own, and the weights copied into oneDNN's layout on every
+  call on CPUs whose int8 kernels want another layout, such as VNNI's).
 
 Prints per shape the median ms per call (wall and process CPU) and each variant's speed
 relative to float32 by CPU time (> 1: faster), which time-slicing by other processes on a
@@ -66,7 +71,18 @@ def main(argv=None) -> None:
             "int8_xla": (tf.function(bmm, jit_compile=True), x),
         }
         if int8.onednn_enabled():
+            public_bias = kernel.compensation / kernel.scale   # -128 * colsum(q)
+
+            def onednn_public(x):
+                x_u8, scale = int8._quantize_rows_u8(x)
+                product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
+                    a=x_u8, b=tf.bitcast(q, tf.qint8), bias=public_bias, min_a=0.0,
+                    max_a=255.0, min_b=-127.0, max_b=127.0, min_freezed_output=-1.0,
+                    max_freezed_output=1.0, Toutput=tf.float32, input_quant_mode="SCALED")
+                return product * scale * kernel.scale
+
             variants["int8_onednn"] = (tf.function(lambda x: int8.int8_matmul(x, kernel)), x)
+            variants["int8_onednn_public"] = (tf.function(onednn_public), x)
         for fn, arg in variants.values():
             fn(arg).numpy()
         times = {name: [] for name in variants}

@@ -2,16 +2,17 @@
 
     python scripts/bench_int8_rescale.py [--rounds=5]
 
-Every int8 matmul (``t2t_lite.layers.int8.int8_matmul``) multiplies its exact integer
-products by the rows' scales and the columns' scales: two passes over its [rows, n]
-output, [128, 37,000] for the softmax projection. oneDNN's int8 kernel takes only scalar
-scales, so those passes stay outside it. This script times ``scripts/benchmark.py
-decode``'s int8 search (base dimensions, V = 37,000, 32 sentences x 24 source tokens, beam
-4, 30 forced target tokens, oneDNN's kernel where this process has it, no XLA) on the same
-weights twice in one process, interleaved ``--rounds`` times after one untimed round: as the library runs it, and
-with both rescaling passes left out. The second search's values are wrong (it is timed,
-not compared); its speed-up is an upper bound on what any folding of the rescaling into
-fewer passes could give.
+Every int8 matmul (``t2t_lite.layers.int8.int8_matmul``) rescales its exact integer
+products by the columns' scales and the rows' scales. oneDNN's kernel applies the
+columns' scales itself; the rows' scales (one per activation row, computed on every call)
+stay a pass of their own over the [rows, n] output, [128, 37,000] for the softmax
+projection. This script times ``scripts/benchmark.py decode``'s int8 search (base
+dimensions, V = 37,000, 32 sentences x 24 source tokens, beam 4, 30 forced target tokens,
+oneDNN's kernel where this process has it, no XLA) on the same weights twice in one
+process, interleaved ``--rounds`` times after one untimed round: as the library runs it,
+and with the rows' pass left out (and, with the ``xla`` kernel, the columns' too). The
+second search's values are wrong (it is timed, not compared); its speed-up is an upper
+bound on what any folding of the remaining rescaling could give.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from t2t_lite.flag_fields import positive_int  # noqa: E402  (no TensorFlow)
 
 
 def leave_out_rescaling() -> None:
-    """Makes every layer's int8 matmul return its raw integer products (no rescaling)."""
+    """Makes every layer's int8 matmul skip the rows' rescaling pass."""
     import tensorflow as tf
     from t2t_lite.layers import attention, embedding, feed_forward, int8
 

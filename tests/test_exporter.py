@@ -1,6 +1,7 @@
 """t2t-lite-exporter: a fresh process that imports only tensorflow and tensorflow_text
 loads the SavedModel and translates exactly as t2t-lite-decoder does."""
 import json
+import os
 import subprocess
 import sys
 
@@ -27,13 +28,14 @@ print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"
 """
 
 
-def serve_in_fresh_process(export_dir) -> dict:
+def serve_in_fresh_process(export_dir, **environment) -> dict:
     """SENTENCES through the SavedModel's ``serving_default`` in a new Python process that
-    imports only tensorflow and tensorflow_text: ``{"translations", "scores", "modules"}``,
-    after checking that no t2t_lite module was loaded."""
+    imports only tensorflow and tensorflow_text (with ``environment`` added to this
+    process's): ``{"translations", "scores", "modules"}``, after checking that no t2t_lite
+    module was loaded."""
     result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(export_dir)],
                             input=json.dumps(SENTENCES), capture_output=True, text=True,
-                            timeout=300)
+                            timeout=300, env=dict(os.environ, **environment))
     assert result.returncode == 0, result.stderr[-3000:]
     served = json.loads(result.stdout.strip().splitlines()[-1])
     assert served["modules"] == []

@@ -16,11 +16,16 @@ the tied softmax projection) with an int8 one; the float32 variables are left un
 
 Two kernels compute the same int32 product:
 
-* ``onednn``: ``QuantizedMatMulWithBiasAndDequantize`` (oneDNN, VNNI where the CPU has it),
+* ``onednn``: TensorFlow's oneDNN op ``_QuantizedMatMul`` (VNNI where the CPU has it),
   used when oneDNN's ops are on in this process (``TF_ENABLE_ONEDNN_OPTS=1`` before
   TensorFlow is imported; ``t2t-lite-decoder --quantize=int8`` and ``t2t-lite-exporter
   --quantize=int8`` set it). Activations go in as u8 = x_q + 128; the bias input
-  ``-128 * colsum(q)`` removes the offset, so the result is x_q @ q exactly.
+  ``-128 * colsum(q) * scale`` removes the offset, and oneDNN applies the per-column
+  scales itself, so the result is (x_q @ q) * scale with the product exact. In a traced
+  function each matmul copies its weights into oneDNN's blocked layout once and keeps
+  the copy; the public ``QuantizedMatMulWithBiasAndDequantize`` makes that copy on every
+  call (on a VNNI CPU the copy took longer than the product) and takes one scale for all
+  columns.
 * ``xla``: ``tf.linalg.matmul(int8, int8, output_type=int32)`` in an XLA-compiled
   function, used otherwise and always inside an XLA-compiled caller (``jit_compile``) (TensorFlow's own BatchMatMulV3 int8 kernel is slower than
   float32 on CPU).
@@ -30,6 +35,7 @@ one traced with ``onednn`` needs ``TF_ENABLE_ONEDNN_OPTS=1`` where it is loaded.
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, List
 
 import tensorflow as tf
@@ -54,8 +60,14 @@ def kernel_name() -> str:
 
 
 class Int8Kernel(tf.Module):
-    """One quantized weight matrix: ``q`` int8 [k, n], ``scale`` float32 [n] and
-    ``compensation`` float32 [n] = -128 * sum_k q[k, n] (the oneDNN kernel's bias)."""
+    """One quantized weight matrix: ``q`` int8 [k, n], ``scale`` float32 [n], and the
+    oneDNN kernel's inputs: ``compensation`` float32 [n] = -128 * sum_k q[k, n] * scale
+    (its bias) and ``channel_min``/``channel_max`` float32 [n] = -/+127 * scale (the
+    per-column ranges it derives the scales from; kept as variables so that their
+    buffers, which TensorFlow's oneDNN primitive cache keys on, stay put).
+
+    The variables are never assigned after construction: a traced oneDNN matmul keeps
+    its own blocked copy of ``q`` (see ``_onednn_op``)."""
 
     def __init__(self, weights, name: str = "int8_kernel"):
         super().__init__(name=name)
@@ -67,8 +79,12 @@ class Int8Kernel(tf.Module):
         self.q = tf.Variable(q, trainable=False, name="q")
         self.scale = tf.Variable(scale, trainable=False, name="scale")
         self.compensation = tf.Variable(
-            -128.0 * tf.reduce_sum(tf.cast(q, tf.float32), axis=0), trainable=False,
-            name="compensation")
+            -128.0 * tf.reduce_sum(tf.cast(q, tf.float32), axis=0) * scale,
+            trainable=False, name="compensation")
+        self.channel_min = tf.Variable(-ACTIVATION_LEVELS * scale, trainable=False,
+                                       name="channel_min")
+        self.channel_max = tf.Variable(ACTIVATION_LEVELS * scale, trainable=False,
+                                       name="channel_max")
 
     def dequantized(self) -> tf.Tensor:
         """float32 [k, n]: the weights this kernel multiplies by."""
@@ -109,14 +125,43 @@ def _in_xla_context() -> bool:
         return False
 
 
-def _onednn_product(x_u8, q, compensation):
-    """(x_q + 128) quint8 [m, k] @ int8 [k, n] -> float32 [m, n] = x_q @ q, exact (oneDNN
-    u8 x s8; ``compensation`` removes the offset)."""
-    return tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-        a=x_u8, b=tf.bitcast(q, tf.qint8), bias=compensation,
-        min_a=0.0, max_a=255.0, min_b=-127.0, max_b=127.0,
-        min_freezed_output=-1.0, max_freezed_output=1.0, Toutput=tf.float32,
-        input_quant_mode="SCALED")
+def _onednn_op(x_u8, q, compensation, channel_min, channel_max, weight_const=True):
+    """Builds TensorFlow's ``_QuantizedMatMul`` (a graph-only op with no Python wrapper,
+    so it is built with TensorFlow's private ``_apply_op_helper``; setup.py pins
+    TensorFlow to 2.21): quint8 [m, k] x qint8 [k, n] + bias, dequantized by oneDNN to
+    float32 [m, n] with per-column weight scales max(|channel_min|, |channel_max|) / 127
+    and the activation scale 255 / 255 = 1.
+
+    With ``weight_const`` the op copies ``q`` into oneDNN's blocked layout on its first
+    call and keeps that copy for every later call of the same graph node (the VNNI
+    kernels need it; without it the op multiplies ``q`` where it lies, more slowly).
+    That is right because a graph node's ``q`` is a variable the traced function
+    captured, and an ``Int8Kernel``'s variables are never assigned after it is made
+    (``quantize_model`` makes new kernels). Eager calls pass their variables to one
+    shared function instead, so they use ``weight_const=False``."""
+    from tensorflow.python.framework import op_def_library
+    inputs = [x_u8, tf.bitcast(q, tf.qint8), compensation, tf.constant(0.0),
+              tf.constant(255.0), channel_min, channel_max]
+    _, _, _, outputs = op_def_library._apply_op_helper(
+        "_QuantizedMatMul", name="QuantizedMatMul", device_inputs=inputs, host_inputs=[],
+        Tdevice_outputs=[tf.float32], Thost_outputs=[], T1=tf.quint8, T2=tf.qint8,
+        Tbias=tf.float32, U=tf.float32, Tout=tf.float32, transpose_a=False,
+        transpose_b=False, is_weight_const=weight_const, is_bias_const=False,
+        fused_ops=["BiasAdd", "Dequantize"], input_quant_mode="SCALED",
+        output_quant_mode="SCALED", leakyrelu_alpha=0.2)
+    return outputs[0]
+
+
+_eager_onednn_op = tf.function(functools.partial(_onednn_op, weight_const=False),
+                               autograph=False, reduce_retracing=True)
+
+
+def _onednn_product(x_u8, kernel: Int8Kernel):
+    """(x_q + 128) quint8 [m, k] -> float32 [m, n] = (x_q @ q) * scale, the product exact
+    (oneDNN u8 x s8; the kernel's ``compensation`` removes the offset)."""
+    build = _eager_onednn_op if tf.executing_eagerly() else _onednn_op
+    return build(x_u8, kernel.q, kernel.compensation, kernel.channel_min,
+                 kernel.channel_max)
 
 
 @tf.function(jit_compile=True)
@@ -126,26 +171,26 @@ def _xla_product(x_q, q):
 
 
 def int8_product(rows, kernel: Int8Kernel):
-    """rows float [m, k] -> (float32 [m, n] = x_q @ q exactly, the rows' scales [m, 1]):
-    the rows quantized and multiplied by the kernel's int8 weights, not yet rescaled."""
+    """rows float [m, k] -> (float32 [m, n] = (x_q @ q) * scale, the rows' scales [m, 1]):
+    the rows quantized, multiplied by the kernel's int8 weights (exactly, in int32) and
+    rescaled by the columns' scales, not yet by the rows'."""
     if _in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
         x_q, row_scale = quantize_rows(rows)
         product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32), tf.float32)
-    elif onednn_enabled():
+        return product * kernel.scale, row_scale
+    if onednn_enabled():
         x_u8, row_scale = _quantize_rows_u8(rows)
-        product = _onednn_product(x_u8, kernel.q, kernel.compensation)
-    else:
-        x_q, row_scale = quantize_rows(rows)
-        product = _xla_product(x_q, tf.convert_to_tensor(kernel.q))
-    return product, row_scale
+        return _onednn_product(x_u8, kernel), row_scale
+    x_q, row_scale = quantize_rows(rows)
+    return _xla_product(x_q, tf.convert_to_tensor(kernel.q)) * kernel.scale, row_scale
 
 
 def int8_matmul(x, kernel: Int8Kernel, dtype=tf.float32):
     """x float [..., k] -> [..., n] in ``dtype``: x quantized per row times the int8
-    kernel, rescaled by the row and column scales."""
+    kernel, rescaled by the column and row scales."""
     shape = tf.shape(x)
     product, row_scale = int8_product(tf.reshape(x, [-1, shape[-1]]), kernel)
-    out = product * row_scale * kernel.scale
+    out = product * row_scale
     n = tf.shape(kernel.q)[1]
     return tf.cast(tf.reshape(out, tf.concat([shape[:-1], [n]], axis=0)), dtype)
 
