@@ -71,10 +71,12 @@ def main(argv=None) -> None:
             "int8_xla": (tf.function(bmm, jit_compile=True), x),
         }
         if int8.onednn_enabled():
-            public_bias = kernel.compensation / kernel.scale   # -128 * colsum(q)
+            # u8 activations x_q + 128; the bias -128 * colsum(q) removes the offset.
+            public_bias = -128.0 * tf.reduce_sum(tf.cast(q, tf.float32), axis=0)
 
             def onednn_public(x):
-                x_u8, scale = int8._quantize_rows_u8(x)
+                x_q, scale = int8.quantize_rows(x)
+                x_u8 = tf.bitcast(tf.cast(tf.cast(x_q, tf.int16) + 128, tf.uint8), tf.quint8)
                 product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
                     a=x_u8, b=tf.bitcast(q, tf.qint8), bias=public_bias, min_a=0.0,
                     max_a=255.0, min_b=-127.0, max_b=127.0, min_freezed_output=-1.0,

@@ -16,22 +16,25 @@ the tied softmax projection) with an int8 one; the float32 variables are left un
 
 Two kernels compute the same int32 product:
 
-* ``onednn``: TensorFlow's oneDNN op ``_QuantizedMatMul`` (VNNI where the CPU has it),
-  used when oneDNN's ops are on in this process (``TF_ENABLE_ONEDNN_OPTS=1`` before
-  TensorFlow is imported; ``t2t-lite-decoder --quantize=int8`` and ``t2t-lite-exporter
-  --quantize=int8`` set it). Activations go in as u8 = x_q + 128; the bias input
-  ``-128 * colsum(q) * scale`` removes the offset, and oneDNN applies the per-column
-  scales itself, so the result is (x_q @ q) * scale with the product exact. In a traced
-  function each matmul copies its weights into oneDNN's blocked layout once and keeps
-  the copy; the public ``QuantizedMatMulWithBiasAndDequantize`` makes that copy on every
-  call (on a VNNI CPU the copy took longer than the product) and takes one scale for all
-  columns.
+* ``onednn``: TensorFlow's oneDNN op ``_QuantizedMatMul`` (s8 x s8, VNNI where the CPU
+  has it), used when oneDNN's ops are on in this process (``TF_ENABLE_ONEDNN_OPTS=1``
+  before TensorFlow is imported; ``t2t-lite-decoder --quantize=int8`` and
+  ``t2t-lite-exporter --quantize=int8`` set it). oneDNN applies the per-column scales
+  itself, so the result is (x_q @ q) * scale with the product exact (also on CPUs without
+  VNNI: checked with ``ONEDNN_MAX_CPU_ISA=AVX2`` and ``AVX512_CORE``, whose s8 x s8
+  kernels add 128 to the activations and compensate, which 7-bit weights keep from
+  saturating). In a traced function each matmul copies its weights into oneDNN's blocked
+  layout once and keeps the copy; the public ``QuantizedMatMulWithBiasAndDequantize``
+  makes that copy on every call (on a VNNI CPU the copy took longer than the product) and
+  takes one scale for all columns.
 * ``xla``: ``tf.linalg.matmul(int8, int8, output_type=int32)`` in an XLA-compiled
-  function, used otherwise and always inside an XLA-compiled caller (``jit_compile``) (TensorFlow's own BatchMatMulV3 int8 kernel is slower than
-  float32 on CPU).
+  function, used otherwise and always inside an XLA-compiled caller (``jit_compile``)
+  (TensorFlow's own BatchMatMulV3 int8 kernel is slower than float32 on CPU).
 
-A SavedModel keeps the kernel it was traced with (recorded in ``t2t_lite_export.json``);
-one traced with ``onednn`` needs ``TF_ENABLE_ONEDNN_OPTS=1`` where it is loaded.
+A SavedModel keeps the kernel it was traced with (recorded in ``t2t_lite_export.json``).
+One traced with ``onednn`` should be loaded with ``TF_ENABLE_ONEDNN_OPTS=1``: it also runs
+without (TensorFlow's x86-64 wheels always register ``_QuantizedMatMul``), but its float32
+ops then take TensorFlow's default kernels and round differently.
 """
 from __future__ import annotations
 
@@ -60,11 +63,10 @@ def kernel_name() -> str:
 
 
 class Int8Kernel(tf.Module):
-    """One quantized weight matrix: ``q`` int8 [k, n], ``scale`` float32 [n], and the
-    oneDNN kernel's inputs: ``compensation`` float32 [n] = -128 * sum_k q[k, n] * scale
-    (its bias) and ``channel_min``/``channel_max`` float32 [n] = -/+127 * scale (the
-    per-column ranges it derives the scales from; kept as variables so that their
-    buffers, which TensorFlow's oneDNN primitive cache keys on, stay put).
+    """One quantized weight matrix: ``q`` int8 [k, n], ``scale`` float32 [n], and
+    ``channel_min``/``channel_max`` float32 [n] = -/+127 * scale, the per-column ranges
+    the oneDNN kernel derives the scales from (variables, so that their buffers, which
+    TensorFlow's oneDNN primitive cache keys on, stay put).
 
     The variables are never assigned after construction: a traced oneDNN matmul keeps
     its own blocked copy of ``q`` (see ``_onednn_op``)."""
@@ -78,9 +80,6 @@ class Int8Kernel(tf.Module):
                     tf.int8)
         self.q = tf.Variable(q, trainable=False, name="q")
         self.scale = tf.Variable(scale, trainable=False, name="scale")
-        self.compensation = tf.Variable(
-            -128.0 * tf.reduce_sum(tf.cast(q, tf.float32), axis=0) * scale,
-            trainable=False, name="compensation")
         self.channel_min = tf.Variable(-ACTIVATION_LEVELS * scale, trainable=False,
                                        name="channel_min")
         self.channel_max = tf.Variable(ACTIVATION_LEVELS * scale, trainable=False,
@@ -107,14 +106,6 @@ def quantize_rows(x):
     return tf.cast(tf.round(x * inverse), tf.int8), scale
 
 
-def _quantize_rows_u8(x):
-    """x float [m, k] -> (quint8 [m, k] = round(x / scale) + 128, scales [m, 1]): the
-    offset activations oneDNN's u8 x s8 kernel takes, in one cast."""
-    x = tf.cast(x, tf.float32)
-    scale, inverse = _row_scales(x)
-    return tf.bitcast(tf.cast(tf.round(x * inverse) + 128.0, tf.uint8), tf.quint8), scale
-
-
 def _in_xla_context() -> bool:
     """Whether the op being traced belongs to an XLA-compiled function."""
     try:
@@ -125,12 +116,13 @@ def _in_xla_context() -> bool:
         return False
 
 
-def _onednn_op(x_u8, q, compensation, channel_min, channel_max, weight_const=True):
+def _onednn_op(x_q, q, channel_min, channel_max, zero_bias, weight_const=True):
     """Builds TensorFlow's ``_QuantizedMatMul`` (a graph-only op with no Python wrapper,
     so it is built with TensorFlow's private ``_apply_op_helper``; setup.py pins
-    TensorFlow to 2.21): quint8 [m, k] x qint8 [k, n] + bias, dequantized by oneDNN to
-    float32 [m, n] with per-column weight scales max(|channel_min|, |channel_max|) / 127
-    and the activation scale 255 / 255 = 1.
+    TensorFlow to 2.21): int8 [m, k] x int8 [k, n] -> float32 [m, n] = (x_q @ q) * scale,
+    dequantized by oneDNN with the activation scale 127 / 127 = 1 and per-column weight
+    scales max(|channel_min|, |channel_max|) / 127; ``zero_bias`` float32 [n] is zeros
+    (the op's bias input).
 
     With ``weight_const`` the op copies ``q`` into oneDNN's blocked layout on its first
     call and keeps that copy for every later call of the same graph node (the VNNI
@@ -140,11 +132,12 @@ def _onednn_op(x_u8, q, compensation, channel_min, channel_max, weight_const=Tru
     (``quantize_model`` makes new kernels). Eager calls pass their variables to one
     shared function instead, so they use ``weight_const=False``."""
     from tensorflow.python.framework import op_def_library
-    inputs = [x_u8, tf.bitcast(q, tf.qint8), compensation, tf.constant(0.0),
-              tf.constant(255.0), channel_min, channel_max]
+    inputs = [tf.bitcast(x_q, tf.qint8), tf.bitcast(q, tf.qint8), zero_bias,
+              tf.constant(-ACTIVATION_LEVELS), tf.constant(ACTIVATION_LEVELS),
+              channel_min, channel_max]
     _, _, _, outputs = op_def_library._apply_op_helper(
         "_QuantizedMatMul", name="QuantizedMatMul", device_inputs=inputs, host_inputs=[],
-        Tdevice_outputs=[tf.float32], Thost_outputs=[], T1=tf.quint8, T2=tf.qint8,
+        Tdevice_outputs=[tf.float32], Thost_outputs=[], T1=tf.qint8, T2=tf.qint8,
         Tbias=tf.float32, U=tf.float32, Tout=tf.float32, transpose_a=False,
         transpose_b=False, is_weight_const=weight_const, is_bias_const=False,
         fused_ops=["BiasAdd", "Dequantize"], input_quant_mode="SCALED",
@@ -156,12 +149,14 @@ _eager_onednn_op = tf.function(functools.partial(_onednn_op, weight_const=False)
                                autograph=False, reduce_retracing=True)
 
 
-def _onednn_product(x_u8, kernel: Int8Kernel):
-    """(x_q + 128) quint8 [m, k] -> float32 [m, n] = (x_q @ q) * scale, the product exact
-    (oneDNN u8 x s8; the kernel's ``compensation`` removes the offset)."""
-    build = _eager_onednn_op if tf.executing_eagerly() else _onednn_op
-    return build(x_u8, kernel.q, kernel.compensation, kernel.channel_min,
-                 kernel.channel_max)
+def _onednn_product(x_q, kernel: Int8Kernel):
+    """int8 [m, k] -> float32 [m, n] = (x_q @ q) * scale, the product exact (oneDNN)."""
+    if tf.executing_eagerly():
+        return _eager_onednn_op(x_q, kernel.q, kernel.channel_min, kernel.channel_max,
+                                tf.zeros_like(kernel.channel_min))
+    # Traced: n is static, so the zeros are a constant of the graph.
+    return _onednn_op(x_q, kernel.q, kernel.channel_min, kernel.channel_max,
+                      tf.zeros(kernel.channel_min.shape, tf.float32))
 
 
 @tf.function(jit_compile=True)
@@ -178,10 +173,9 @@ def int8_product(rows, kernel: Int8Kernel):
         x_q, row_scale = quantize_rows(rows)
         product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32), tf.float32)
         return product * kernel.scale, row_scale
-    if onednn_enabled():
-        x_u8, row_scale = _quantize_rows_u8(rows)
-        return _onednn_product(x_u8, kernel), row_scale
     x_q, row_scale = quantize_rows(rows)
+    if onednn_enabled():
+        return _onednn_product(x_q, kernel), row_scale
     return _xla_product(x_q, tf.convert_to_tensor(kernel.q)) * kernel.scale, row_scale
 
 
