@@ -65,10 +65,14 @@ print(kernel_name(), float(max(differences)))
 """
 
 
-def test_onednn_kernel_gives_the_xla_kernels_product():
+@pytest.mark.parametrize("isa", ["", "AVX2"])
+def test_onednn_kernel_gives_the_xla_kernels_product(isa):
     """Eagerly and traced, alternating two kernels of different weights: each call gets
-    its own weights (the traced op keeps a blocked copy of them, the eager one must not)."""
-    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    its own weights (the traced op keeps a blocked copy of them, the eager one must not).
+    Also with oneDNN held to AVX2 (``ONEDNN_MAX_CPU_ISA``), whose s8 x s8 kernel sums
+    pairs of products in int16: the 7-bit weights must keep it from saturating."""
+    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="1", TF_CPP_MIN_LOG_LEVEL="2",
+               ONEDNN_MAX_CPU_ISA=isa)
     result = subprocess.run([sys.executable, "-c", ONEDNN_CHECK], capture_output=True,
                             text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
