@@ -169,14 +169,15 @@ def int8_product(rows, kernel: Int8Kernel):
     """rows float [m, k] -> (float32 [m, n] = (x_q @ q) * scale, the rows' scales [m, 1]):
     the rows quantized, multiplied by the kernel's int8 weights (exactly, in int32) and
     rescaled by the columns' scales, not yet by the rows'."""
-    if _in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
-        x_q, row_scale = quantize_rows(rows)
-        product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32), tf.float32)
-        return product * kernel.scale, row_scale
     x_q, row_scale = quantize_rows(rows)
-    if onednn_enabled():
-        return _onednn_product(x_q, kernel), row_scale
-    return _xla_product(x_q, tf.convert_to_tensor(kernel.q)) * kernel.scale, row_scale
+    if _in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
+        product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32),
+                          tf.float32) * kernel.scale
+    elif onednn_enabled():
+        product = _onednn_product(x_q, kernel)
+    else:
+        product = _xla_product(x_q, tf.convert_to_tensor(kernel.q)) * kernel.scale
+    return product, row_scale
 
 
 def int8_matmul(x, kernel: Int8Kernel, dtype=tf.float32):
