@@ -233,6 +233,15 @@ def test_a_second_datagen_into_the_same_directory_is_refused_and_writes_nothing(
     assert [path.name for path in data.iterdir()] == [DATAGEN_LOCK]
 
 
+def test_a_failed_datagen_into_a_new_directory_leaves_nothing(tmp_path):
+    from t2t_lite.data.datagen import generate
+    from t2t_lite.errors import UserError
+    data = tmp_path / "typo" / "data"
+    with pytest.raises(UserError, match="missing raw files"):
+        generate("translate_ende_multi30k", data, tmp_path / "empty", download=False)
+    assert not (tmp_path / "typo").exists()
+
+
 def test_with_wait_a_second_datagen_waits_for_the_first_and_reuses_its_data(numbers_data,
                                                                              tmp_path):
     """The trainer's workers sharing one --data_dir: one generates, the others wait."""

@@ -17,11 +17,12 @@ import tensorflow as tf
 
 from t2t_lite.commands import avg_checkpoints, decoder, exporter
 from t2t_lite.commands import trainer as trainer_command
+from t2t_lite.directory_lock import DirectoryBusy
 from t2t_lite.runs.config import RUN_CONFIG_FILE, RunConfig
 from t2t_lite.training import checkpointing
 from t2t_lite.training import trainer as trainer_module
 from t2t_lite.training.checkpointing import CheckpointSaveError, NoReadableCheckpoint
-from t2t_lite.training.run_lock import LOCK_FILE, RunDirectoryBusy, RunLock
+from t2t_lite.training.run_lock import LOCK_FILE, RunLock
 from t2t_lite.training.trainer import Trainer, TrainerConfig
 
 from run_dir_helpers import copy_run_dir
@@ -98,7 +99,7 @@ def test_lock_names_a_live_holder_and_dies_with_a_killed_one(tmp_path):
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(RunDirectoryBusy) as error:
+        with pytest.raises(DirectoryBusy) as error:
             RunLock(run).acquire()
         message = str(error.value)
         assert f"host {socket.gethostname()}, pid {holder.pid}, started " in message

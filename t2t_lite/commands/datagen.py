@@ -19,7 +19,7 @@ from t2t_lite.data.tfds_source import DATA_SOURCE_HELP, DATA_SOURCES, TFDS_DATA_
 from t2t_lite.errors import UserError
 from t2t_lite.flag_fields import positive_int
 from t2t_lite.registry import PROBLEMS
-from t2t_lite.user_paths import creatable_dir, existing_or_new_dir, writable_dir
+from t2t_lite.user_paths import creatable_dir, existing_or_new_dir
 from t2t_lite.usr_dir import import_usr_dir
 
 __all__ = ["generate", "main"]
@@ -78,7 +78,8 @@ def run(args: argparse.Namespace) -> None:
     problem = PROBLEMS.get(args.problem)()  # an unknown name lists the registered ones
     check_data_source(problem, args.data_source)
     tmp_dir = args.tmp_dir or default_tmp_dir(problem, args.data_dir)
-    writable_dir(args.data_dir, "--data_dir")
+    # --data_dir was checked before TensorFlow (creatable_dir); generate_problem_data
+    # makes it, and removes it again if it fails before writing anything.
     # Not created here: a problem that downloads creates it (fetch_raw_files), and one
     # that reads a folder itself (parsing) reports a wrong path as "no such directory".
     existing_or_new_dir(tmp_dir, "--tmp_dir" if args.tmp_dir else "--data_dir")

@@ -223,8 +223,7 @@ def generate_problem_data(problem: "Problem", data_dir: Union[str, Path],
         return _generate_locked(problem, data_dir, tmp_dir, download, data_source,
                                 tfds_data_dir, workers)
     finally:
-        lock.release()
-
+        lock.release(discard_unused=True)   # a failed first datagen leaves no directory
 
 
 def _generate_locked(problem: "Problem", data_dir: Path, tmp_dir, download: bool,

@@ -10,9 +10,9 @@ With ``workers > 1``, processes are started (``spawn``: TensorFlow must not be f
 once more than ``workers`` batches and more than ``MIN_PAIRS_FOR_WORKERS`` pairs are
 waiting, each loading the vocabulary from its file. Those waiting batches go to the
 workers at once; after them at most ``2 * workers`` batches are in flight, so memory
-stays bounded (by about ``MIN_PAIRS_FOR_WORKERS`` pairs at the start). A smaller split never starts a process: each one
-imports TensorFlow (seconds) before it encodes anything, more than this process needs to
-encode such a split itself (docs/data.md).
+stays bounded (by about ``MIN_PAIRS_FOR_WORKERS`` pairs at the start). A smaller split
+never starts a process: each one imports TensorFlow (seconds) before it encodes
+anything, more than this process needs to encode such a split itself (docs/data.md).
 """
 from __future__ import annotations
 

@@ -154,7 +154,8 @@ def _onednn_product(x_q, kernel: Int8Kernel):
     if tf.executing_eagerly():
         return _eager_onednn_op(x_q, kernel.q, kernel.channel_min, kernel.channel_max,
                                 tf.zeros_like(kernel.channel_min))
-    # Traced: n is static, so the zeros are a constant of the graph.
+    # Traced: n is static, so grappler folds the zeros into a constant (no Fill runs in
+    # scripts/profile_decode.py's profile of a search).
     return _onednn_op(x_q, kernel.q, kernel.channel_min, kernel.channel_max,
                       tf.zeros(kernel.channel_min.shape, tf.float32))
 

@@ -5,7 +5,7 @@ Two trainers writing one run directory interleave their checkpoints and overwrit
 other's weights, so the chief takes this lock before it writes anything there and holds
 it until the run ends; a second trainer is refused naming the holder.
 
-    with RunLock("runs/base"):        # raises RunDirectoryBusy when another trainer holds it
+    with RunLock("runs/base"):    # raises DirectoryBusy when another trainer holds it
         ...
 """
 from __future__ import annotations
@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Union
 
-from t2t_lite.directory_lock import DirectoryBusy, DirectoryLock
+from t2t_lite.directory_lock import DirectoryLock
 
 LOCK_FILE = "trainer.lock"
-RunDirectoryBusy = DirectoryBusy
 
 
 class RunLock(DirectoryLock):
