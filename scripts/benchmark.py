@@ -28,7 +28,9 @@ Optimisations can be switched off to see what each buys: ``--no-jit_compile`` (X
 ``--no-memory_per_sentence`` (decode: encoder-decoder keys/values tiled to every beam and
 reordered each step instead of kept once per sentence), ``--mixed_precision`` (bfloat16
 compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_threads``.
-``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``). ``decode``
+``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``), with the
+self-attention cache in the dtype the decoder picks for this CPU (``--int8_attention``
+sets it: float32 or bfloat16). ``decode``
 sets ``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it, as ``t2t-lite-decoder``
 does; the first line names the CPU's SIMD flags (``cpu=``) and whether oneDNN is on.
 
@@ -239,7 +241,7 @@ def search_args(parsed: argparse.Namespace, quantize: str,
         jit_compile=jit_compile, fused_qkv=True, mixed_precision=False, intra_threads=0,
         inter_threads=0, batch=parsed.batch, source_length=parsed.source_length,
         target_length=parsed.target_length, beam_size=parsed.beam_size, alpha=0.6,
-        memory_per_sentence=True, quantize=quantize)
+        memory_per_sentence=True, quantize=quantize, int8_attention="")
 
 
 def same_weight_searches(args, hparams, change: Callable[[], None]):
@@ -290,29 +292,16 @@ def get_hparams(args):
     return registered(args.hparams_set, args.hparams)
 
 
-SIMD_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8")
-
-
-def cpu_features() -> str:
-    """The CPU's matmul-relevant SIMD flags (``/proc/cpuinfo``), e.g. ``avx2+fma``: this
-    project's machines differ between sessions (AVX2 only, or AVX-512 with VNNI and BF16),
-    and int8/bfloat16 speeds depend on them."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            flags = next((line.split(":", 1)[1].split() for line in cpuinfo
-                          if line.startswith("flags")), [])
-    except OSError:
-        return "unknown"
-    return "+".join(flag for flag in SIMD_FLAGS if flag in flags) or "none"
-
-
 def describe(args, tf) -> str:
+    """The run's settings for the first output line; ``cpu=`` names the CPU's SIMD flags
+    (``t2t_lite.cpu_features``): int8 and bfloat16 speeds depend on them."""
+    from t2t_lite.cpu_features import simd_summary
     from t2t_lite.layers.int8 import onednn_enabled
     return (f"jit_compile={args.jit_compile} fused_qkv={args.fused_qkv} "
             f"mixed_precision={args.mixed_precision} "
             f"threads(intra,inter)=({tf.config.threading.get_intra_op_parallelism_threads()},"
             f"{tf.config.threading.get_inter_op_parallelism_threads()}) "
-            f"cpu={cpu_features()} onednn={onednn_enabled()}")
+            f"cpu={simd_summary()} onednn={onednn_enabled()}")
 
 
 # Training -------------------------------------------------------------------------------
@@ -390,9 +379,9 @@ def make_decode(args, hparams):
 
     model = build_model(args, hparams)
     if args.quantize == "int8":
-        from t2t_lite.layers.int8 import kernel_name, quantize_model
-        quantize_model(model)
-        print(f"int8: matmul weights quantized (kernel {kernel_name()})", flush=True)
+        from t2t_lite.layers.int8 import describe_quantization, quantize_model
+        print(describe_quantization(quantize_model(model, args.int8_attention or None)),
+              flush=True)
     eos_id, target_length, vocab = 1, args.target_length, args.vocab_size
     rng = np.random.default_rng(0)
     inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
@@ -596,6 +585,9 @@ def main(argv=None) -> None:
     decode.add_argument("--quantize", default="none", choices=("none", "int8"),
                         help="int8: int8 weights, per-row int8 activations "
                              "(t2t_lite.layers.int8)")
+    decode.add_argument("--int8_attention", default="", choices=("", "float32", "bfloat16"),
+                        help="with --quantize=int8: the self-attention cache's dtype "
+                             "(default: the decoder's choice for this CPU)")
 
     sweep = sub.add_parser("sweep", parents=[common])
     sweep.add_argument("--batches", default="16,32,64")

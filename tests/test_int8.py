@@ -206,3 +206,79 @@ def test_the_decoder_turns_on_onednn_for_float32_unless_the_environment_says(env
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env, check=True)
     assert result.stdout.strip() == expected
+
+
+def _decode_three_steps(model, inputs, targets, growing=True):
+    """The logits [b, V] of three cached decoding steps, and the final cache."""
+    memory, mask = model.encode(inputs)
+    cache = model.initial_decode_cache(memory, mask, 0 if growing else 3)
+    ids = tf.zeros([inputs.shape[0]], tf.int32)
+    steps = []
+    for step in range(3):
+        logits, cache = model.decode_step(ids, step, cache, growing=growing)
+        steps.append(logits.numpy())
+        ids = tf.constant(targets[:, step])
+    return steps, cache
+
+
+@pytest.mark.parametrize("growing", [True, False])
+def test_bfloat16_self_attention_keeps_int8_logits_close(growing):
+    """``attention_dtype="bfloat16"``: every self-attention cache holds bfloat16 (half the
+    bytes to append and reorder), the encoder-decoder memory stays float32, and the
+    decoding steps' logits stay within the int8 tolerance of the float32-attention ones
+    (growing and preallocated caches alike)."""
+    rng = np.random.default_rng(4)
+    inputs = rng.integers(2, 300, (3, 8)).astype(np.int32)
+    targets = rng.integers(2, 300, (3, 3)).astype(np.int32)
+    logits = {}
+    for dtype in ("float32", "bfloat16"):
+        model = _random_model()
+        assert quantize_model(model, attention_dtype=dtype).attention_dtype == dtype
+        logits[dtype], cache = _decode_three_steps(model, inputs, targets, growing)
+        layer_cache = cache["decoder"]["layer_0"]
+        assert layer_cache["self_k"].dtype == layer_cache["self_v"].dtype == dtype
+        assert layer_cache["self_k"].shape[2] == 3
+        assert all(tensor.dtype == tf.float32 for name, tensor in layer_cache.items()
+                   if not name.startswith("self_"))
+    for bf16_step, f32_step in zip(logits["bfloat16"], logits["float32"]):
+        _assert_close(bf16_step, f32_step)
+
+
+def test_attention_dtype_default_needs_onednn_and_bfloat16_arithmetic(monkeypatch):
+    from t2t_lite.layers import int8
+    for onednn, bf16, expected in [(True, True, "bfloat16"), (True, False, "float32"),
+                                   (False, True, "float32"), (False, False, "float32")]:
+        monkeypatch.setattr(int8, "onednn_enabled", lambda onednn=onednn: onednn)
+        monkeypatch.setattr(int8, "has_native_bfloat16", lambda bf16=bf16: bf16)
+        assert int8.default_attention_dtype() == expected
+        model = _random_model()
+        weights = quantize_model(model)
+        assert weights.attention_dtype == expected
+        assert int8.describe_quantization(weights).endswith(f"self-attention {expected})")
+        assert int8.quantize_record(weights)["int8_attention"] == expected
+
+
+def test_bad_attention_dtype_is_refused():
+    with pytest.raises(ValueError, match="attention_dtype must be one of"):
+        quantize_model(_random_model(), attention_dtype="float16")
+
+
+def test_cpu_features_read_cpuinfo_flags(tmp_path, monkeypatch):
+    from t2t_lite import cpu_features
+    read_flags = cpu_features.cpu_flags
+    for index, (flags, summary, bf16) in enumerate([
+            ("fpu avx2 fma", "avx2+fma", False),
+            ("avx2 fma avx512f avx512_vnni avx512_bf16",
+             "avx2+fma+avx512f+avx512_vnni+avx512_bf16", True),
+            ("sse2 amx_bf16", "none", True)]):
+        path = tmp_path / f"cpuinfo.{index}"
+        path.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\n"
+                        f"flags\t\t: other\n")
+        read = read_flags(str(path))   # the first CPU's line
+        assert read == frozenset(flags.split())
+        monkeypatch.setattr(cpu_features, "cpu_flags", lambda read=read: read)
+        assert cpu_features.simd_summary() == summary
+        assert cpu_features.has_native_bfloat16() == bf16
+    assert read_flags(str(tmp_path / "missing")) == frozenset()
+    monkeypatch.setattr(cpu_features, "cpu_flags", lambda: frozenset())
+    assert cpu_features.simd_summary() == "unknown"

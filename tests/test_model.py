@@ -188,9 +188,11 @@ def test_layers_take_no_global_configuration():
                 imported.add(node.module)
             elif isinstance(node, ast.Import):
                 imported.update(alias.name for alias in node.names)
+    # Besides each other, the layers read only the CPU's flags (int8's attention dtype),
+    # never hparams, flags or run configuration.
     assert {name for name in imported if name.startswith("t2t_lite")} <= {
         "t2t_lite.layers.attention", "t2t_lite.layers.feed_forward", "t2t_lite.layers.embedding",
-        "t2t_lite.layers.int8"}
+        "t2t_lite.layers.int8", "t2t_lite.cpu_features"}
 
 
 def test_mixed_precision_logits_are_float32():

@@ -71,8 +71,7 @@ def run(args: argparse.Namespace):
                 "hparams_set": run.run_config.hparams_set, "checkpoint": run.checkpoint}
         if args.quantize == "int8":
             from t2t_lite.layers.int8 import quantize_model, quantize_record
-            quantize_model(run.model)
-            info.update(quantize_record())
+            info.update(quantize_record(quantize_model(run.model)))
         path = export_translator(run.model, run.vocabulary, hp, args.export_dir, info=info,
                                  constraint=run.problem.decode_constraint(run.vocabulary))
     except BaseException:

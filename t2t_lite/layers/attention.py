@@ -35,7 +35,9 @@ dynamic-update-slice), and attention is masked to positions <= step. A growing c
 [b, h, step, d] (the default without XLA; length 0 at step 0) gets them appended, so
 writes, attention and beam reorders cost only the positions decoded so far.
 ``memory_attention`` attends with encoder keys and values computed once by
-``project_memory``.
+``project_memory``. The cache holds ``cache_dtype``: the compute dtype, or bfloat16 where
+int8 decoding chose it (``t2t_lite.layers.int8.quantize_model``), half the bytes to
+append, reorder and attend over each step.
 """
 from __future__ import annotations
 
@@ -128,17 +130,26 @@ class MultiHeadAttention(keras.layers.Layer):
     def _kernel(self, variable):
         return ops.cast(variable, self.compute_dtype)
 
-    def _matmul(self, x, name: str):
-        """x [..., d] @ the kernel ``name`` -> [..., channels]; int8 after
-        ``t2t_lite.layers.int8.quantize_model``."""
+    @property
+    def cache_dtype(self) -> str:
+        """The dtype of the self-attention cache's keys and values and of the attention
+        products over them: the compute dtype, unless
+        ``t2t_lite.layers.int8.quantize_model`` chose bfloat16 for it."""
+        return getattr(self, "_t2t_cache_dtype", None) or self.compute_dtype
+
+    def _matmul(self, x, name: str, dtype=None):
+        """x [..., d] @ the kernel ``name`` -> [..., channels] in ``dtype`` (default: the
+        compute dtype); int8 after ``t2t_lite.layers.int8.quantize_model``."""
+        dtype = dtype or self.compute_dtype
         kernel = get_kernel(self, name)
         if kernel is not None:
-            return int8_matmul(x, kernel, self.compute_dtype)
-        return ops.matmul(x, self._kernel(getattr(self, name)))
+            return int8_matmul(x, kernel, dtype)
+        return ops.cast(ops.matmul(x, self._kernel(getattr(self, name))), dtype)
 
-    def project_self(self, x) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """x [b, n, d_in] -> q [b, n, h, d_k], k [b, h, n, d_k], v [b, h, n, d_v]."""
-        qkv = self._matmul(x, "qkv_kernel")
+    def project_self(self, x, dtype=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """x [b, n, d_in] -> q [b, n, h, d_k], k [b, h, n, d_k], v [b, h, n, d_v], in
+        ``dtype`` (default: the compute dtype)."""
+        qkv = self._matmul(x, "qkv_kernel", dtype)
         kc = self.key_channels
         return (self._split_heads(qkv[..., :kc], self.key_depth),
                 self._split_heads_first(qkv[..., kc:2 * kc], self.key_depth),
@@ -161,8 +172,9 @@ class MultiHeadAttention(keras.layers.Layer):
         """q [b, q, h, d_k], k [b, h, k, d_k], v [b, h, k, d_v], mask bool broadcastable
         to [b, h, q, k] -> (output [b, q, output_channels], weights float32 [b, h, q, k]).
         Keys and values are contracted in place (batched over b, h); only q and the
-        context [b, h, q, d_v] are transposed."""
-        q = q * ops.cast(self.key_depth ** -0.5, q.dtype)
+        context [b, h, q, d_v] are transposed. The two products run in the keys' and
+        values' dtype (``cache_dtype`` for a decoding step), the softmax in float32."""
+        q = ops.cast(q * ops.cast(self.key_depth ** -0.5, q.dtype), k.dtype)
         logits = ops.cast(ops.einsum("bqhd,bhkd->bhqk", q, k), "float32")
         if mask is not None:
             logits = ops.where(mask, logits, large_negative("float32"))
@@ -170,8 +182,8 @@ class MultiHeadAttention(keras.layers.Layer):
         # size-1 softmax axis, so say it directly.
         weights = (ops.ones_like(logits) if logits.shape[-1] == 1
                    else ops.softmax(logits, axis=-1))
-        dropped = self.dropout_layer(ops.cast(weights, self.compute_dtype), training=training)
-        context = ops.einsum("bhqk,bhkd->bqhd", dropped, v)
+        dropped = self.dropout_layer(ops.cast(weights, v.dtype), training=training)
+        context = ops.cast(ops.einsum("bhqk,bhkd->bqhd", dropped, v), self.compute_dtype)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.value_channels))
         return self._matmul(context, "output_kernel"), weights
@@ -200,8 +212,8 @@ class MultiHeadAttention(keras.layers.Layer):
         ``max_length`` L > 0 preallocates L positions, written in place at each step (the
         fixed shapes XLA needs). L = 0 gives an empty, *growing* cache: each step appends
         its position, so a step costs O(step) rather than O(L) in cache reads, writes and
-        beam reorders (what pays without XLA)."""
-        dtype = self.compute_dtype
+        beam reorders (what pays without XLA). Its dtype is ``cache_dtype``."""
+        dtype = self.cache_dtype
         return {"k": ops.zeros((batch_size, self.num_heads, max_length, self.key_depth), dtype),
                 "v": ops.zeros((batch_size, self.num_heads, max_length, self.value_depth),
                                dtype)}
@@ -214,16 +226,16 @@ class MultiHeadAttention(keras.layers.Layer):
         ([b, h, L, d], L > step), which gets this position's keys and values written at
         ``step`` and positions > step masked; True, a growing one holding exactly ``step``
         positions ([b, h, step, d]), which gets this position appended."""
-        q, k, v = self.project_self(x)
+        q, k, v = self.project_self(x, cache["k"].dtype)
         if growing:
-            keys = ops.concatenate([cache["k"], ops.cast(k, cache["k"].dtype)], axis=2)
-            values = ops.concatenate([cache["v"], ops.cast(v, cache["v"].dtype)], axis=2)
+            keys = ops.concatenate([cache["k"], k], axis=2)
+            values = ops.concatenate([cache["v"], v], axis=2)
             output, _ = self.attend(q, keys, values)
             return output, {"k": keys, "v": values}
         step = ops.cast(step, "int32")
         start = (0, 0, step, 0)
-        keys = ops.slice_update(cache["k"], start, ops.cast(k, cache["k"].dtype))
-        values = ops.slice_update(cache["v"], start, ops.cast(v, cache["v"].dtype))
+        keys = ops.slice_update(cache["k"], start, k)
+        values = ops.slice_update(cache["v"], start, v)
         visible = (ops.arange(ops.shape(keys)[2]) <= step)[None, None, None, :]
         output, _ = self.attend(q, keys, values, visible)
         return output, {"k": keys, "v": values}
