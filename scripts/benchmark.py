@@ -199,7 +199,16 @@ def _unfuse_projections() -> None:
         return (self._split_heads_first(ops.matmul(memory, w[:, :kc]), self.key_depth),
                 self._split_heads_first(ops.matmul(memory, w[:, kc:]), self.value_depth))
 
+    def project_position(self, x, dtype=None):
+        # one position: [b, 1, h, d] and [b, h, 1, d] hold the same order
+        return tuple(ops.reshape(ops.cast(tensor, dtype or self.compute_dtype),
+                                 (-1, self.num_heads, 1, depth))
+                     for tensor, depth in zip(project_self(self, x),
+                                              (self.key_depth, self.key_depth,
+                                               self.value_depth)))
+
     MultiHeadAttention.project_self = project_self
+    MultiHeadAttention.project_position = project_position
     MultiHeadAttention.project_memory = project_memory
 
 

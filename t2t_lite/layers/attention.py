@@ -146,14 +146,27 @@ class MultiHeadAttention(keras.layers.Layer):
             return int8_matmul(x, kernel, dtype)
         return ops.cast(ops.matmul(x, self._kernel(getattr(self, name))), dtype)
 
-    def project_self(self, x, dtype=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        """x [b, n, d_in] -> q [b, n, h, d_k], k [b, h, n, d_k], v [b, h, n, d_v], in
-        ``dtype`` (default: the compute dtype)."""
-        qkv = self._matmul(x, "qkv_kernel", dtype)
+    def project_self(self, x) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """x [b, n, d_in] -> q [b, n, h, d_k], k [b, h, n, d_k], v [b, h, n, d_v]."""
+        qkv = self._matmul(x, "qkv_kernel")
         kc = self.key_channels
         return (self._split_heads(qkv[..., :kc], self.key_depth),
                 self._split_heads_first(qkv[..., kc:2 * kc], self.key_depth),
                 self._split_heads_first(qkv[..., 2 * kc:], self.value_depth))
+
+    def project_position(self, x, dtype=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        """One decoding position: x [b, 1, d_in] -> q [b, h, 1, d_k], k [b, h, 1, d_k],
+        v [b, h, 1, d_v], all head-major, in ``dtype`` (default: the compute dtype). With
+        one position, [b, 1, h, d] and [b, h, 1, d] hold the same order, so the heads are
+        split by a reshape (and one unstack when d_k == d_v), not by transposes."""
+        qkv = self._matmul(x, "qkv_kernel", dtype)
+        h, kc = self.num_heads, self.key_channels
+        if self.key_depth == self.value_depth:
+            q, k, v = ops.unstack(ops.reshape(qkv, (-1, 3, h, 1, self.key_depth)), axis=1)
+            return q, k, v
+        return (ops.reshape(qkv[..., :kc], (-1, h, 1, self.key_depth)),
+                ops.reshape(qkv[..., kc:2 * kc], (-1, h, 1, self.key_depth)),
+                ops.reshape(qkv[..., 2 * kc:], (-1, h, 1, self.value_depth)))
 
     def project_query(self, x) -> tf.Tensor:
         """x [b, n, d_in] -> q [b, n, h, d_k] (encoder-decoder attention)."""
@@ -168,14 +181,17 @@ class MultiHeadAttention(keras.layers.Layer):
                 self._split_heads_first(kv[..., kc:], self.value_depth))
 
     # Attention core --------------------------------------------------------------
-    def attend(self, q, k, v, mask=None, training=False):
+    def attend(self, q, k, v, mask=None, training=False, one_position=False):
         """q [b, q, h, d_k], k [b, h, k, d_k], v [b, h, k, d_v], mask bool broadcastable
         to [b, h, q, k] -> (output [b, q, output_channels], weights float32 [b, h, q, k]).
         Keys and values are contracted in place (batched over b, h); only q and the
-        context [b, h, q, d_v] are transposed. The two products run in the keys' and
-        values' dtype (``cache_dtype`` for a decoding step), the softmax in float32."""
+        context [b, h, q, d_v] are transposed. ``one_position``: q is one decoding
+        position, head-major [b, h, 1, d_k] (``project_position``), and nothing is
+        transposed. The two products run in the keys' and values' dtype (``cache_dtype``
+        for a decoding step), the softmax in float32."""
+        queries = "bhqd" if one_position else "bqhd"
         q = ops.cast(q * ops.cast(self.key_depth ** -0.5, q.dtype), k.dtype)
-        logits = ops.cast(ops.einsum("bqhd,bhkd->bhqk", q, k), "float32")
+        logits = ops.cast(ops.einsum(f"{queries},bhkd->bhqk", q, k), "float32")
         if mask is not None:
             logits = ops.where(mask, logits, large_negative("float32"))
         # One key (the first step of a growing cache): softmax is 1; Keras warns on a
@@ -183,9 +199,13 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = (ops.ones_like(logits) if logits.shape[-1] == 1
                    else ops.softmax(logits, axis=-1))
         dropped = self.dropout_layer(ops.cast(weights, v.dtype), training=training)
-        context = ops.cast(ops.einsum("bhqk,bhkd->bqhd", dropped, v), self.compute_dtype)
-        shape = ops.shape(context)
-        context = ops.reshape(context, (shape[0], shape[1], self.value_channels))
+        context = ops.cast(ops.einsum(f"bhqk,bhkd->{queries}", dropped, v),
+                           self.compute_dtype)
+        if one_position:   # [b, h, 1, d_v] holds the order of [b, 1, h * d_v]
+            context = ops.reshape(context, (-1, 1, self.value_channels))
+        else:
+            shape = ops.shape(context)
+            context = ops.reshape(context, (shape[0], shape[1], self.value_channels))
         return self._matmul(context, "output_kernel"), weights
 
     def call(self, query, memory=None, attention_mask=None, training=False,
@@ -226,18 +246,18 @@ class MultiHeadAttention(keras.layers.Layer):
         ([b, h, L, d], L > step), which gets this position's keys and values written at
         ``step`` and positions > step masked; True, a growing one holding exactly ``step``
         positions ([b, h, step, d]), which gets this position appended."""
-        q, k, v = self.project_self(x, cache["k"].dtype)
+        q, k, v = self.project_position(x, cache["k"].dtype)
         if growing:
             keys = ops.concatenate([cache["k"], k], axis=2)
             values = ops.concatenate([cache["v"], v], axis=2)
-            output, _ = self.attend(q, keys, values)
+            output, _ = self.attend(q, keys, values, one_position=True)
             return output, {"k": keys, "v": values}
         step = ops.cast(step, "int32")
         start = (0, 0, step, 0)
         keys = ops.slice_update(cache["k"], start, k)
         values = ops.slice_update(cache["v"], start, v)
         visible = (ops.arange(ops.shape(keys)[2]) <= step)[None, None, None, :]
-        output, _ = self.attend(q, keys, values, visible)
+        output, _ = self.attend(q, keys, values, visible, one_position=True)
         return output, {"k": keys, "v": values}
 
     def memory_attention(self, x, keys, values, mask, beam_size: int = 1):
