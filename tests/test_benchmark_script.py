@@ -206,6 +206,7 @@ POSITIVE = "must be a positive integer, got 0"
     ("bench_cache_layout", ["--hparams_set=nope"], "unknown hparams set 'nope'"),
     ("bench_int8_rescale", ["--batch=0"], f"argument --batch: {POSITIVE}"),
     ("bench_int8_rescale", ["--hparams=no_such_hparam=1"], "no_such_hparam"),
+    ("bench_int8_attention", ["--rounds=0"], f"argument --rounds: {POSITIVE}"),
     ("bench_decode_parts", ["--repeats=0"], f"argument --repeats: {POSITIVE}"),
     ("bench_decode_parts", ["--whole_search", "--hparams_set=nope"],
      "unknown hparams set 'nope'"),
@@ -235,3 +236,16 @@ def test_int8_rescale_times_the_library_and_the_unscaled_search(capsys, monkeypa
     assert lines[0].startswith("int8 rescaling A/B: kernel=")
     assert re.fullmatch(r"library [\d.]+ s, no rescaling [\d.]+ s \(median of 1\): "
                         r"upper bound [\d.]+x", lines[-1]), lines[-1]
+
+
+def test_int8_attention_ab_times_both_dtypes(capsys):
+    script = _script_module("bench_int8_attention")
+    script.main(["--hparams_set=transformer_tiny", "--vocab_size=50", "--batch=2",
+                 "--beam_size=2", "--source_length=4", "--target_length=5", "--rounds=1"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("int8 attention dtype A/B: ") and "cpu=" in lines[0]
+    assert "self-attention float32)" in lines[1] and "self-attention bfloat16)" in lines[2]
+    for dtype, line in zip(("float32", "bfloat16"), lines[-3:-1]):
+        assert re.fullmatch(rf"{dtype}: [\d.]+ s wall, [\d.]+ s CPU \(median of 1\)", line)
+    assert re.fullmatch(r"bfloat16 speed-up: [\d.]+x wall, [\d.]+x CPU; same ids: [\d.]+",
+                        lines[-1]), lines[-1]
