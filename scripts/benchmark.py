@@ -250,7 +250,7 @@ def search_args(parsed: argparse.Namespace, quantize: str,
         jit_compile=jit_compile, fused_qkv=True, mixed_precision=False, intra_threads=0,
         inter_threads=0, batch=parsed.batch, source_length=parsed.source_length,
         target_length=parsed.target_length, beam_size=parsed.beam_size, alpha=0.6,
-        memory_per_sentence=True, quantize=quantize, int8_attention="")
+        memory_per_sentence=True, quantize=quantize, int8_attention=None)
 
 
 def same_weight_searches(args, hparams, change: Callable[[], None]):
@@ -389,7 +389,7 @@ def make_decode(args, hparams):
     model = build_model(args, hparams)
     if args.quantize == "int8":
         from t2t_lite.layers.int8 import describe_quantization, quantize_model
-        print(describe_quantization(quantize_model(model, args.int8_attention or None)),
+        print(describe_quantization(quantize_model(model, args.int8_attention)),
               flush=True)
     eos_id, target_length, vocab = 1, args.target_length, args.vocab_size
     rng = np.random.default_rng(0)
@@ -594,7 +594,7 @@ def main(argv=None) -> None:
     decode.add_argument("--quantize", default="none", choices=("none", "int8"),
                         help="int8: int8 weights, per-row int8 activations "
                              "(t2t_lite.layers.int8)")
-    decode.add_argument("--int8_attention", default="", choices=("", "float32", "bfloat16"),
+    decode.add_argument("--int8_attention", default=None, choices=("float32", "bfloat16"),
                         help="with --quantize=int8: the self-attention cache's dtype "
                              "(default: the decoder's choice for this CPU)")
 
@@ -612,6 +612,9 @@ def main(argv=None) -> None:
     sub.add_parser("attention", help="scripts/benchmark_attention.py (attention-monitoring "
                                      "overhead) with the remaining flags")
     args = parser.parse_args(argv)
+    if getattr(args, "int8_attention", None) and args.quantize != "int8":
+        parser.error("--int8_attention sets int8 decoding's self-attention; add "
+                     "--quantize=int8 or drop it")
     if args.mode in ("train", "decode", "sweep"):
         checked_hparams(parser, args)
     {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep,

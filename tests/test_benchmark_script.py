@@ -212,6 +212,8 @@ POSITIVE = "must be a positive integer, got 0"
      "unknown hparams set 'nope'"),
     ("profile_decode", ["--top=0"], f"argument --top: {POSITIVE}"),
     ("benchmark", ["decode", "--repeats=0"], f"argument --repeats: {POSITIVE}"),
+    ("benchmark", ["decode", "--int8_attention=bfloat16"],
+     "--int8_attention sets int8 decoding's self-attention; add --quantize=int8 or drop it"),
     ("benchmark", ["train", "--hparams_set=nope"], "unknown hparams set 'nope'"),
 ])
 def test_scripts_refuse_bad_flags_in_one_error_line(script, flags, message, capsys):
