@@ -14,7 +14,6 @@ random-weight model's near-ties can go either way).
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import statistics
@@ -26,20 +25,13 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from t2t_lite.flag_fields import positive_int  # noqa: E402  (no TensorFlow)
-
 DTYPES = ("float32", "bfloat16")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=positive_int, default=9)
     import benchmark
-    benchmark.add_search_flags(parser)
-    parsed = parser.parse_args(argv)
-    hparams = benchmark.checked_hparams(parser, parsed)
-    args = benchmark.search_args(parsed, quantize="int8", jit_compile=False)
-    tf = benchmark.setup_tf(args)
+    parsed, hparams, args, tf = benchmark.int8_search_ab_setup(__doc__.splitlines()[0], 9,
+                                                               argv)
     import keras
     import numpy as np
     print(f"int8 attention dtype A/B: {benchmark.describe(args, tf)}", flush=True)

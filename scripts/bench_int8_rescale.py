@@ -16,7 +16,6 @@ bound on what any folding of the remaining rescaling could give.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -24,8 +23,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for path in (ROOT, os.path.join(ROOT, "scripts")):
     if path not in sys.path:
         sys.path.insert(0, path)
-
-from t2t_lite.flag_fields import positive_int  # noqa: E402  (no TensorFlow)
 
 
 def leave_out_rescaling() -> None:
@@ -44,14 +41,9 @@ def leave_out_rescaling() -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=positive_int, default=5)
     import benchmark
-    benchmark.add_search_flags(parser)
-    parsed = parser.parse_args(argv)
-    hparams = benchmark.checked_hparams(parser, parsed)
-    args = benchmark.search_args(parsed, quantize="int8", jit_compile=False)
-    tf = benchmark.setup_tf(args)
+    parsed, hparams, args, tf = benchmark.int8_search_ab_setup(__doc__.splitlines()[0], 5,
+                                                               argv)
     from t2t_lite.layers.int8 import kernel_name
     print(f"int8 rescaling A/B: kernel={kernel_name()} {benchmark.describe(args, tf)}",
           flush=True)

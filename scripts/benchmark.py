@@ -253,6 +253,20 @@ def search_args(parsed: argparse.Namespace, quantize: str,
         memory_per_sentence=True, quantize=quantize, int8_attention=None)
 
 
+def int8_search_ab_setup(description: str, default_rounds: int, argv=None):
+    """The start of the int8 A/B scripts: ``--rounds`` and ``add_search_flags`` parsed
+    and checked (a bad one is argparse's usage and one ``error:`` line), then the int8
+    search's ``make_decode`` arguments (no XLA) and TensorFlow set up. Returns (parsed
+    flags, hparams, args, tf)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=positive_int, default=default_rounds)
+    add_search_flags(parser)
+    parsed = parser.parse_args(argv)
+    hparams = checked_hparams(parser, parsed)
+    args = search_args(parsed, quantize="int8", jit_compile=False)
+    return parsed, hparams, args, setup_tf(args)
+
+
 def same_weight_searches(args, hparams, change: Callable[[], None]):
     """Two of ``make_decode``'s searches on the same random weights (seed 0): the first
     traced as the library is, the second traced after ``change()`` (which replaces some
