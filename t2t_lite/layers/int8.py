@@ -31,12 +31,13 @@ Two kernels compute the same int32 product:
   function, used otherwise and always inside an XLA-compiled caller (``jit_compile``)
   (TensorFlow's own BatchMatMulV3 int8 kernel is slower than float32 on CPU).
 
-Self-attention in int8 decoding (``attention_dtype``): the growing self-attention cache's
-keys and values, and the two attention products over them, are bfloat16 where oneDNN's
-ops are on and the CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), float32 otherwise
+Self-attention in int8 decoding (``attention_dtype``): the self-attention cache's keys
+and values, and the two attention products over them, are bfloat16 where oneDNN's ops are
+on and the CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), float32 otherwise
 (``default_attention_dtype``). On such a CPU that halves the bytes each decoding step
-appends, reorders and reads (a 1.07x faster int8 search; the softmax over the keys stays
-float32); elsewhere bfloat16 products would be converted or emulated.
+appends, reorders and reads (the softmax over the keys stays float32): a 1.13x faster
+int8 search in ``scripts/bench_int8_attention.py``. Elsewhere bfloat16 products would be
+converted or emulated (oneDNN held to AVX2 refuses them outright).
 
 A SavedModel keeps the kernel it was traced with (recorded in ``t2t_lite_export.json``).
 One traced with ``onednn`` should be loaded with ``TF_ENABLE_ONEDNN_OPTS=1``: it also runs
