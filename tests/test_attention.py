@@ -78,13 +78,19 @@ def test_padding_keys_get_zero_weight_and_rows_sum_to_one():
     np.testing.assert_allclose(weights.sum(-1), 1.0, rtol=1e-6)
 
 
-def test_cached_self_attention_steps_equal_causal_attention():
+# A decoding step splits the fused QKV by one unstack when d_k == d_v, by slices otherwise.
+STEP_CHANNELS = pytest.mark.parametrize("value_channels", [8, 16])
+
+
+@STEP_CHANNELS
+def test_cached_self_attention_steps_equal_causal_attention(value_channels):
     rng = np.random.default_rng(3)
     x = rng.normal(size=(B, Q, D)).astype("float32")
-    layer = MultiHeadAttention(4, 16, 8, D)
+    layer = MultiHeadAttention(4, 16, value_channels, D)
     full = layer(x, attention_mask=causal_mask(Q))
     cache = layer.initial_cache(B, Q + 2)   # longer than needed: extra slots stay masked
-    assert cache["k"].shape == (B, 4, Q + 2, 4) and cache["v"].shape == (B, 4, Q + 2, 2)
+    assert cache["k"].shape == (B, 4, Q + 2, 4)
+    assert cache["v"].shape == (B, 4, Q + 2, value_channels // 4)
     steps = []
     for step in range(Q):
         out, cache = layer.self_attention_step(x[:, step:step + 1], step, cache)
@@ -93,10 +99,12 @@ def test_cached_self_attention_steps_equal_causal_attention():
 
 
 @pytest.mark.filterwarnings("ignore:You are using a softmax over axis -1")  # step 0: 1 key
-def test_growing_cache_steps_equal_causal_attention_and_the_preallocated_cache():
+@STEP_CHANNELS
+def test_growing_cache_steps_equal_causal_attention_and_the_preallocated_cache(
+        value_channels):
     rng = np.random.default_rng(4)
     x = rng.normal(size=(B, Q, D)).astype("float32")
-    layer = MultiHeadAttention(4, 16, 8, D)
+    layer = MultiHeadAttention(4, 16, value_channels, D)
     full = layer(x, attention_mask=causal_mask(Q))
     growing, fixed = layer.initial_cache(B, 0), layer.initial_cache(B, Q)
     assert growing["k"].shape == (B, 4, 0, 4) and fixed["k"].shape == (B, 4, Q, 4)
@@ -110,6 +118,23 @@ def test_growing_cache_steps_equal_causal_attention_and_the_preallocated_cache()
         steps.append(out)
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-5)
     np.testing.assert_allclose(growing["v"], fixed["v"], atol=0)
+
+
+@STEP_CHANNELS
+def test_a_step_projects_the_heads_of_the_full_projection(value_channels):
+    """``project_position`` gives one position's q, k, v head-major, exactly as
+    ``project_self`` splits them (q token-major there)."""
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(B, 1, D)).astype("float32")
+    layer = MultiHeadAttention(4, 16, value_channels, D)
+    layer(x)  # build
+    q, k, v = layer.project_self(x)
+    step_q, step_k, step_v = layer.project_position(x)
+    assert step_q.shape == (B, 4, 1, 4) and step_v.shape == (B, 4, 1, value_channels // 4)
+    np.testing.assert_array_equal(step_q, np.transpose(q, (0, 2, 1, 3)))
+    np.testing.assert_array_equal(step_k, k)
+    np.testing.assert_array_equal(step_v, v)
+    assert layer.project_position(x, "bfloat16")[1].dtype == "bfloat16"
 
 
 def test_config_round_trip_and_errors():
