@@ -403,8 +403,8 @@ def make_decode(args, hparams):
     model = build_model(args, hparams)
     if args.quantize == "int8":
         from t2t_lite.layers.int8 import describe_quantization, quantize_model
-        print(describe_quantization(quantize_model(model, args.int8_attention)),
-              flush=True)
+        print(describe_quantization(quantize_model(model, args.int8_attention),
+                                    args.jit_compile), flush=True)
     eos_id, target_length, vocab = 1, args.target_length, args.vocab_size
     rng = np.random.default_rng(0)
     inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
@@ -609,7 +609,8 @@ def main(argv=None) -> None:
                         help="int8: int8 weights, per-row int8 activations "
                              "(t2t_lite.layers.int8)")
     decode.add_argument("--int8_attention", default=None, choices=("float32", "bfloat16"),
-                        help="with --quantize=int8: the self-attention cache's dtype "
+                        help="with --quantize=int8 --no-jit_compile: the self-attention "
+                             "cache's dtype "
                              "(default: the decoder's choice for this CPU)")
 
     sweep = sub.add_parser("sweep", parents=[common])
@@ -629,6 +630,9 @@ def main(argv=None) -> None:
     if getattr(args, "int8_attention", None) and args.quantize != "int8":
         parser.error("--int8_attention sets int8 decoding's self-attention; add "
                      "--quantize=int8 or drop it")
+    if getattr(args, "int8_attention", None) and args.jit_compile:
+        parser.error("--int8_attention applies without XLA (an XLA-compiled search keeps "
+                     "the compute dtype); add --no-jit_compile or drop it")
     if args.mode in ("train", "decode", "sweep"):
         checked_hparams(parser, args)
     {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep,

@@ -214,6 +214,9 @@ POSITIVE = "must be a positive integer, got 0"
     ("benchmark", ["decode", "--repeats=0"], f"argument --repeats: {POSITIVE}"),
     ("benchmark", ["decode", "--int8_attention=bfloat16"],
      "--int8_attention sets int8 decoding's self-attention; add --quantize=int8 or drop it"),
+    ("benchmark", ["decode", "--quantize=int8", "--int8_attention=bfloat16"],
+     "--int8_attention applies without XLA (an XLA-compiled search keeps the compute dtype); "
+     "add --no-jit_compile or drop it"),
     ("benchmark", ["train", "--hparams_set=nope"], "unknown hparams set 'nope'"),
 ])
 def test_scripts_refuse_bad_flags_in_one_error_line(script, flags, message, capsys):

@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.commands import decoder, exporter
+from t2t_lite.layers import int8
 from t2t_lite.layers.int8 import (ACTIVATION_LEVELS, WEIGHT_LEVELS, Int8Kernel, int8_matmul,
                                   kernel_name, quantize_model, quantization_of)
 from t2t_lite.models.transformer import Transformer
@@ -244,8 +245,27 @@ def test_bfloat16_self_attention_keeps_int8_logits_close(growing):
         _assert_close(bf16_step, f32_step)
 
 
+def test_an_xla_compiled_search_keeps_float32_self_attention():
+    """Inside XLA the int8 matmuls take the xla kernel and the cache the compute dtype
+    (XLA's bfloat16 attention was slower); outside, the chosen bfloat16."""
+    model = _random_model()
+    weights = quantize_model(model, attention_dtype="bfloat16")
+    inputs = tf.constant(np.random.default_rng(6).integers(2, 300, (2, 5)), tf.int32)
+
+    def first_cache_dtype(inputs):
+        memory, mask = model.encode(inputs)
+        cache = model.initial_decode_cache(memory, mask, 3)
+        logits, cache = model.decode_step(tf.zeros([2], tf.int32), 0, cache)
+        return cache["decoder"]["layer_0"]["self_k"], logits
+
+    assert tf.function(first_cache_dtype, jit_compile=True)(inputs)[0].dtype == tf.float32
+    assert tf.function(first_cache_dtype)(inputs)[0].dtype == tf.bfloat16
+    assert int8.describe_quantization(weights, jit_compile=True) == (
+        "int8: matmul weights quantized (kernel xla inside the XLA-compiled search, "
+        "self-attention in the compute dtype)")
+
+
 def test_attention_dtype_default_needs_onednn_and_bfloat16_arithmetic(monkeypatch):
-    from t2t_lite.layers import int8
     for onednn, bf16, expected in [(True, True, "bfloat16"), (True, False, "float32"),
                                    (False, True, "float32"), (False, False, "float32")]:
         monkeypatch.setattr(int8, "onednn_enabled", lambda onednn=onednn: onednn)

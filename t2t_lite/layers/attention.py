@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from t2t_lite.layers.int8 import get_kernel, int8_matmul
+from t2t_lite.layers.int8 import get_kernel, in_xla_context, int8_matmul
 
 
 def padding_mask(ids: tf.Tensor, pad_id: int = 0) -> tf.Tensor:
@@ -134,8 +134,10 @@ class MultiHeadAttention(keras.layers.Layer):
     def cache_dtype(self) -> str:
         """The dtype of the self-attention cache's keys and values and of the attention
         products over them: the compute dtype, unless
-        ``t2t_lite.layers.int8.quantize_model`` chose bfloat16 for it."""
-        return getattr(self, "_t2t_cache_dtype", None) or self.compute_dtype
+        ``t2t_lite.layers.int8.quantize_model`` chose another one for decoding without
+        XLA (inside an XLA-compiled function the compute dtype stays)."""
+        chosen = getattr(self, "_t2t_cache_dtype", None)
+        return self.compute_dtype if chosen is None or in_xla_context() else chosen
 
     def _matmul(self, x, name: str, dtype=None):
         """x [..., d] @ the kernel ``name`` -> [..., channels] in ``dtype`` (default: the

@@ -37,7 +37,9 @@ on and the CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), float32 otherwise
 (``default_attention_dtype``). On such a CPU that halves the bytes each decoding step
 appends, reorders and reads (the softmax over the keys stays float32): a 1.13x faster
 int8 search in ``scripts/bench_int8_attention.py``. Elsewhere bfloat16 products would be
-converted or emulated (oneDNN held to AVX2 refuses them outright).
+converted or emulated (oneDNN held to AVX2 refuses them outright). Inside an
+XLA-compiled search the cache keeps the compute dtype, as the matmuls take the ``xla``
+kernel there: XLA's bfloat16 attention made that search slower.
 
 A SavedModel keeps the kernel it was traced with (recorded in ``t2t_lite_export.json``).
 One traced with ``onednn`` should be loaded with ``TF_ENABLE_ONEDNN_OPTS=1``: it also runs
@@ -123,7 +125,7 @@ def quantize_rows(x):
     return tf.cast(tf.round(x * inverse), tf.int8), scale
 
 
-def _in_xla_context() -> bool:
+def in_xla_context() -> bool:
     """Whether the op being traced belongs to an XLA-compiled function."""
     try:
         from tensorflow.python.ops import control_flow_util
@@ -188,7 +190,7 @@ def int8_product(rows, kernel: Int8Kernel):
     the rows quantized, multiplied by the kernel's int8 weights (exactly, in int32) and
     rescaled by the columns' scales, not yet by the rows'."""
     x_q, row_scale = quantize_rows(rows)
-    if _in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
+    if in_xla_context():  # an XLA-compiled caller: the int8 dot compiles with it
         product = tf.cast(tf.linalg.matmul(x_q, kernel.q, output_type=tf.int32),
                           tf.float32) * kernel.scale
     elif onednn_enabled():
@@ -275,8 +277,12 @@ def quantization_of(model) -> str:
     return "int8" if getattr(model, "int8_weights", None) is not None else "none"
 
 
-def describe_quantization(weights: Int8Weights) -> str:
-    """The line the decoder and the benchmark print after ``quantize_model``."""
+def describe_quantization(weights: Int8Weights, jit_compile: bool = False) -> str:
+    """The line the decoder and the benchmark print after ``quantize_model``, for a search
+    compiled with XLA (``jit_compile``) or not."""
+    if jit_compile:
+        return ("int8: matmul weights quantized (kernel xla inside the XLA-compiled search, "
+                "self-attention in the compute dtype)")
     return (f"int8: matmul weights quantized (kernel {kernel_name()}, self-attention "
             f"{weights.attention_dtype})")
 
