@@ -9,7 +9,11 @@ Times, each as its own XLA-compiled function on random data of the shapes one st
   then the same product without XLA (with ``--onednn``, oneDNN's MatMul, as the decoder
   runs float32 on real files), with the weights as the model stores them ([V, d], read
   transposed) and as [d, V];
-* ``log_softmax``: over [rows, V];
+* ``log_softmax``: over [rows, V], with XLA and without;
+* ``benchmark EOS suppression``: the ``tf.where`` over [rows, V] logits by which
+  ``scripts/benchmark.py decode`` forces every hypothesis to its full length (a pass of the
+  harness, timed inside t2t-lite's search; CTranslate2's ``min_decoding_length`` writes one
+  value per row instead);
 * ``top_k``: the 2 * beam_size best of [batch, beam_size * V] (beam_search's candidates);
 * ``cache reorder``: gathering every layer's self-attention keys and values
   ([rows, cache_length, h, d_k]) by the surviving hypotheses' origins, as beam search
@@ -90,6 +94,7 @@ def main(argv=None) -> int:
     origins = tf.random.uniform([rows], 0, rows, tf.int32)
 
     embedding_rows = tf.transpose(embedding)           # [V, d], as SharedEmbedding stores it
+    eos_column = tf.one_hot(1, vocab, on_value=True, off_value=False, dtype=tf.bool)
     jit = lambda fn: tf.function(fn, jit_compile=True, autograph=False)  # noqa: E731
     graph = lambda fn: tf.function(fn, autograph=False)  # noqa: E731
     parts = [
@@ -98,6 +103,9 @@ def main(argv=None) -> int:
          graph(lambda a: tf.matmul(a, embedding_rows, transpose_b=True)), (x,)),
         ("softmax projection, no XLA, [d, V]", graph(lambda a: tf.matmul(a, embedding)), (x,)),
         ("log_softmax", jit(tf.nn.log_softmax), (logits,)),
+        ("log_softmax, no XLA", graph(tf.nn.log_softmax), (logits,)),
+        ("benchmark EOS suppression, no XLA", graph(lambda a: tf.where(eos_column, -1e9, a)),
+         (logits,)),
         ("top_k", jit(lambda c: tf.math.top_k(c, 2 * args.beam_size)), (candidates,)),
         ("cache reorder", jit(lambda cs, o: [tf.gather(c, o) for c in cs]), (caches, origins)),
     ]

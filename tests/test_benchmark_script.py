@@ -45,7 +45,8 @@ def test_decode_parts_prints_each_piece_of_a_beam_step():
     names = [line.split(":")[0] for line in lines[1:]]
     assert names == ["softmax projection",
                      "softmax projection, no XLA, [V, d] read transposed",
-                     "softmax projection, no XLA, [d, V]", "log_softmax", "top_k", "cache reorder",
+                     "softmax projection, no XLA, [d, V]", "log_softmax", "log_softmax, no XLA",
+                     "benchmark EOS suppression, no XLA", "top_k", "cache reorder",
                      "candidates, reference (no XLA)", "candidates, current (no XLA)",
                      "candidates, reference (no XLA) again", "candidates, current (no XLA) again"]
     assert all(re.search(r": [\d.]+ ms per step", line) for line in lines[1:])
