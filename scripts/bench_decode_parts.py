@@ -11,9 +11,10 @@ Times, each as its own XLA-compiled function on random data of the shapes one st
   transposed) and as [d, V];
 * ``log_softmax``: over [rows, V], with XLA and without;
 * ``benchmark EOS suppression``: the ``tf.where`` over [rows, V] logits by which
-  ``scripts/benchmark.py decode`` forces every hypothesis to its full length (a pass of the
-  harness, timed inside t2t-lite's search; CTranslate2's ``min_decoding_length`` writes one
-  value per row instead);
+  ``scripts/benchmark.py decode`` forced every hypothesis to its full length until the
+  random model's EOS logit was made low instead (``benchmark.make_eos_lose``): a pass of
+  the harness that was timed inside t2t-lite's search, while CTranslate2's
+  ``min_decoding_length`` writes one value per row;
 * ``top_k``: the 2 * beam_size best of [batch, beam_size * V] (beam_search's candidates);
 * ``cache reorder``: gathering every layer's self-attention keys and values
   ([rows, cache_length, h, d_k]) by the surviving hypotheses' origins, as beam search
