@@ -401,9 +401,12 @@ def make_eos_lose(model, eos_id: int) -> None:
     """Sets the random model's weights so that EOS's logit is far below every other:
     the decoder's output LayerNorm gets beta 1 on every channel and EOS's softmax row
     ``EOS_LOGIT_PER_CHANNEL`` on every channel, so (gamma = 1, the normalized values sum to
-    0) EOS's logit is 4 * -d_model, against others of a few units. Every hypothesis then
-    runs to the search's forced last-position EOS, as CTranslate2 is asked to with
-    ``min_decoding_length``, with no extra pass over the logits inside the timed search."""
+    0) EOS's logit is 4 * -d_model: -2,048 at base dimensions, where the other logits of
+    the benchmark's first steps lie within -7..7. Every hypothesis then runs to the
+    search's forced last-position EOS, as CTranslate2 is asked to with
+    ``min_decoding_length``, with no extra pass over the logits inside the timed search.
+    The embedding is shared, so the sources' final EOS embeds as that row too (one
+    large-valued input position per sentence; the work is the same)."""
     import tensorflow as tf
     decoder = model.decoder
     norm = decoder.final_norm if decoder.pre_norm else decoder.blocks[-1].feed_forward_norm

@@ -1,5 +1,6 @@
 """scripts/benchmark.py runs one tiny training step and one tiny search and prints its last
 lines in the documented format (no timing is asserted)."""
+import argparse
 import re
 import subprocess
 import sys
@@ -255,3 +256,26 @@ def test_int8_attention_ab_times_both_dtypes(capsys):
         assert re.fullmatch(rf"{dtype}: [\d.]+ s wall, [\d.]+ s CPU \(median of 1\)", line)
     assert re.fullmatch(r"bfloat16 speed-up: [\d.]+x wall, [\d.]+x CPU; same ids: [\d.]+",
                         lines[-1]), lines[-1]
+
+
+def test_the_decode_benchmarks_eos_never_wins_before_the_last_position():
+    """``make_eos_lose``: EOS's logit is the lowest of every row at every step, so the
+    benchmark's hypotheses all run to their forced length without a filter on the logits."""
+    import numpy as np
+    import tensorflow as tf
+    benchmark = _script_module("benchmark")
+    parser = argparse.ArgumentParser()
+    benchmark.add_search_flags(parser)
+    parsed = parser.parse_args(["--hparams_set=transformer_tiny", "--vocab_size=50"])
+    args = benchmark.search_args(parsed, "none", False)
+    model = benchmark.build_model(args, benchmark.checked_hparams(parser, parsed))
+    benchmark.make_eos_lose(model, 1)
+    memory, mask = model.encode(tf.constant([[5, 9, 1], [7, 2, 1]]))
+    cache = model.initial_decode_cache(memory, mask, 0)
+    ids = tf.zeros([2], tf.int32)
+    for step in range(4):
+        logits, cache = model.decode_step(ids, step, cache, growing=True)
+        logits = logits.numpy()
+        assert (logits.argmin(axis=1) == 1).all()
+        assert (np.delete(logits, 1, axis=1).min(axis=1) - logits[:, 1] > 50).all()
+        ids = tf.constant(logits.argmax(axis=1).astype(np.int32))

@@ -266,16 +266,27 @@ def test_an_xla_compiled_search_keeps_float32_self_attention():
 
 
 def test_attention_dtype_default_needs_onednn_and_bfloat16_arithmetic(monkeypatch):
+    """bfloat16 by default only with oneDNN and bfloat16 arithmetic; otherwise the cache
+    keeps the model's compute dtype (float32, or a mixed-precision model's own)."""
     for onednn, bf16, expected in [(True, True, "bfloat16"), (True, False, "float32"),
                                    (False, True, "float32"), (False, False, "float32")]:
         monkeypatch.setattr(int8, "onednn_enabled", lambda onednn=onednn: onednn)
         monkeypatch.setattr(int8, "has_native_bfloat16", lambda bf16=bf16: bf16)
-        assert int8.default_attention_dtype() == expected
+        assert int8.default_attention_dtype() == (expected if expected == "bfloat16"
+                                                  else None)
         model = _random_model()
         weights = quantize_model(model)
         assert weights.attention_dtype == expected
         assert int8.describe_quantization(weights).endswith(f"self-attention {expected})")
         assert int8.quantize_record(weights)["int8_attention"] == expected
+    # No bfloat16 arithmetic: a mixed-precision model's cache stays in its compute dtype.
+    mixed = Transformer(registry.hparams("transformer_tiny", "num_hidden_layers=1"), 300,
+                        dtype="mixed_float16")
+    mixed.build()
+    assert quantize_model(mixed).attention_dtype == "float16"
+    memory, mask = mixed.encode(tf.constant([[5, 6, 1]]))
+    cache = mixed.initial_decode_cache(memory, mask, 0)
+    assert cache["decoder"]["layer_0"]["self_k"].dtype == tf.float16
 
 
 def test_bad_attention_dtype_is_refused():

@@ -33,8 +33,8 @@ Two kernels compute the same int32 product:
 
 Self-attention in int8 decoding (``attention_dtype``): the self-attention cache's keys
 and values, and the two attention products over them, are bfloat16 where oneDNN's ops are
-on and the CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), float32 otherwise
-(``default_attention_dtype``). On such a CPU that halves the bytes each decoding step
+on and the CPU has bfloat16 arithmetic (AVX512-BF16 or AMX), the model's compute dtype
+(float32 unless mixed precision) otherwise (``default_attention_dtype``). On such a CPU that halves the bytes each decoding step
 appends, reorders and reads (the softmax over the keys stays float32): a 1.13x faster
 int8 search in ``scripts/bench_int8_attention.py``. Elsewhere bfloat16 products would be
 converted or emulated (oneDNN held to AVX2 refuses them outright). Inside an
@@ -75,10 +75,11 @@ def kernel_name() -> str:
     return "onednn" if onednn_enabled() else "xla"
 
 
-def default_attention_dtype() -> str:
+def default_attention_dtype() -> Optional[str]:
     """The self-attention dtype of int8 decoding in this process: bfloat16 where oneDNN's
-    ops are on and the CPU has bfloat16 arithmetic, else float32 (module docstring)."""
-    return "bfloat16" if onednn_enabled() and has_native_bfloat16() else "float32"
+    ops are on and the CPU has bfloat16 arithmetic, else None (the model's compute dtype;
+    module docstring)."""
+    return "bfloat16" if onednn_enabled() and has_native_bfloat16() else None
 
 
 class Int8Kernel(tf.Module):
@@ -240,7 +241,7 @@ def quantize_model(model, attention_dtype: Optional[str] = None) -> Int8Weights:
     """Quantizes a built ``Transformer``'s matmul weights for inference (in place: its
     attention, feed-forward and embedding layers then multiply in int8), and sets its
     self-attention layers' decoding cache to ``attention_dtype`` (float32 or bfloat16;
-    None: ``default_attention_dtype()``). Returns the kernels as one ``tf.Module`` (also
+    None: ``default_attention_dtype()``, or the model's compute dtype where that is None). Returns the kernels as one ``tf.Module`` (also
     ``model.int8_weights``) for SavedModel tracking. Calling it again re-quantizes from
     the current float32 variables."""
     from t2t_lite.layers.attention import MultiHeadAttention
@@ -249,10 +250,10 @@ def quantize_model(model, attention_dtype: Optional[str] = None) -> Int8Weights:
 
     if not model.built:
         raise ValueError("quantize_model needs a built model with its weights restored")
-    attention_dtype = attention_dtype or default_attention_dtype()
-    if attention_dtype not in ATTENTION_DTYPES:
+    if attention_dtype is not None and attention_dtype not in ATTENTION_DTYPES:
         raise ValueError(f"attention_dtype must be one of {ATTENTION_DTYPES}, got "
                          f"{attention_dtype!r}")
+    attention_dtype = attention_dtype or default_attention_dtype() or model.compute_dtype
     kernels: List[Int8Kernel] = []
     for layer in model._flatten_layers(include_self=False, recursive=True):
         if isinstance(layer, MultiHeadAttention):
