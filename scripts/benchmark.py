@@ -460,8 +460,8 @@ def make_decode(args, hparams):
 
     def run():
         ids, scores = fn(inputs)
-        ids = ids.numpy()
-        if not (ids != 0).all():
+        ids = ids.numpy()   # token 0 is a token too: only EOS's position says the length
+        if not ((ids[..., -1] == eos_id).all() and (ids[..., :-1] != eos_id).all()):
             raise RuntimeError("a hypothesis ended before --target_length: the benchmark's "
                                "work is not the stated one")
         return ids, scores.numpy()
