@@ -12,7 +12,10 @@ work starts. Only the ``OSError``s of the path the user gave are converted here;
 * ``new_output_dir(path, flag)``: the same for a directory that must be new or empty.
 * ``AtomicOutput(path, flag)``: opens a temporary file beside ``path`` at once (so an
   unwritable path fails before the work) and renames it onto ``path`` on ``commit``; a
-  failure before that removes the temporary file and leaves ``path`` untouched.
+  failure before that removes the temporary file and leaves ``path`` untouched. The
+  temporary file's name carries its writer's host and pid, so the temporary files of
+  writers that were killed (SIGKILL gives no chance to clean up) are removed by the
+  next writer of the same path.
 * ``creatable_dir``, ``creatable_new_dir``, ``creatable_file`` and ``readable_file``:
   the same checks that create nothing, which the commands run before TensorFlow starts
   (a wrong path is one error line within a second, not after TensorFlow's start-up); the
@@ -27,9 +30,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import socket
 import tempfile
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Iterator, Optional, Tuple, Union
 
 from t2t_lite.errors import UserError
 
@@ -207,11 +212,10 @@ class AtomicOutput:
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.",
-                                       suffix=".tmp")
+            fd, tmp = temporary_file_beside(self.path)
         except OSError as error:
             raise path_error(flag, self.path, error, "give a file path you can write to") from None
-        self.tmp: Optional[Path] = Path(tmp)
+        self.tmp: Optional[Path] = tmp
         self.file = os.fdopen(fd, "wb")
 
     def write(self, data: bytes) -> None:
@@ -250,6 +254,58 @@ class AtomicOutput:
             self.discard()
 
 
+def _writer_tag() -> str:
+    """``<host>-<pid>``: who writes a temporary file, in its name. The host keeps a
+    shared file system's writers on other machines apart (their pids mean nothing here)."""
+    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
+    return f"{host}-{os.getpid()}"
+
+
+def _process_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # PermissionError: alive, another user's
+        return False
+    return False
+
+
+def remove_dead_writers_temporaries(path: Union[str, Path]) -> list:
+    """Removes the temporary files beside ``path`` that writers on this host left when
+    they were killed (SIGKILL, OOM: no chance to clean up), found by the ``<host>-<pid>``
+    in their names; a live writer's file is kept, as is any other host's. Returns the
+    removed paths. Errors are ignored: a file another cleaner removed first, or a
+    directory that cannot be listed, are no reason to stop the work."""
+    path = Path(path)
+    host = _writer_tag().rsplit("-", 1)[0]
+    pattern = re.compile(re.escape(f".{path.name}.{host}-") + r"(\d+)\.[^.]+\.tmp")
+    removed = []
+    try:
+        candidates = list(path.parent.iterdir())
+    except OSError:
+        return removed
+    for candidate in candidates:
+        match = pattern.fullmatch(candidate.name)
+        if match and _process_is_gone(int(match.group(1))):
+            try:
+                candidate.unlink()
+                removed.append(candidate)
+            except OSError:
+                pass
+    return removed
+
+
+def temporary_file_beside(path: Path) -> Tuple[int, Path]:
+    """Creates ``.<name>.<host>-<pid>.<random>.tmp`` beside ``path`` (mode 0600, open
+    file descriptor returned), after removing those that killed writers of the same
+    ``path`` left there (``remove_dead_writers_temporaries``)."""
+    remove_dead_writers_temporaries(path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_writer_tag()}.",
+                                suffix=".tmp")
+    return fd, Path(name)
+
+
 def _replace(tmp: Path, path: Path) -> None:
     """Renames ``tmp`` (a ``mkstemp`` file, mode 0600) onto ``path``, giving it the mode of
     the file it replaces, or that of a new file (0666 less the umask)."""
@@ -272,9 +328,8 @@ def atomic_path(path: Union[str, Path]) -> Iterator[Path]:
     as it was and propagates, as does an ``OSError`` of the rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    fd, tmp = temporary_file_beside(path)
     os.close(fd)
-    tmp = Path(name)
     try:
         yield tmp
         _replace(tmp, path)

@@ -150,3 +150,55 @@ def test_atomic_path_renames_only_a_block_that_finishes(tmp_path):
             handle.write("new")
         assert path.read_text() == "old"          # nothing visible before the block ends
     assert path.read_text() == "new" and sorted(tmp_path.iterdir()) == [path]
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_writer(tmp_path):
+    """SIGKILL gives a writer no chance to remove its temporary file; the next writer of
+    the same path removes it, but keeps a live writer's and another host's."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from t2t_lite.user_paths import atomic_path
+
+    target = tmp_path / "out.txt"
+    target.write_text("mine\n")
+    # A real writer, killed while its AtomicOutput is open.
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from t2t_lite.user_paths import AtomicOutput\n"
+         f"out = AtomicOutput({str(target)!r}, '--decode_to_file')\n"
+         "out.write(b'half')\n"
+         "out.file.flush()\n"
+         "print('open', flush=True)\n"
+         "time.sleep(60)\n"],
+        stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "open"
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    left = [p.name for p in tmp_path.iterdir() if p.name != "out.txt"]
+    assert len(left) == 1 and f"-{child.pid}." in left[0], left
+    host = left[0].split(".")[3].rsplit("-", 1)[0]  # .out.txt.<host>-<pid>.<random>.tmp
+    # A live writer (this process) and another host's writer, beside it.
+    live = tmp_path / f".out.txt.{host}-{os.getpid()}.abcd1234.tmp"
+    live.write_text("live")
+    other_host = tmp_path / ".out.txt.elsewhere-1.abcd1234.tmp"
+    other_host.write_text("other")
+    unrelated = tmp_path / ".other.txt.x-1.abcd1234.tmp"
+    unrelated.write_text("unrelated")
+
+    with AtomicOutput(target, "--decode_to_file") as output:
+        output.write(b"new\n")
+        output.commit()
+    assert target.read_text() == "new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["out.txt", live.name, other_host.name, unrelated.name])
+    # atomic_path (datagen's shards, vocabularies) cleans up the same way.
+    shard = tmp_path / "shard"
+    stale = tmp_path / f".shard.{host}-{child.pid}.zzzz9999.tmp"
+    stale.write_text("stale")
+    with atomic_path(shard) as tmp:
+        tmp.write_text("x")
+    assert shard.read_text() == "x" and not stale.exists()
