@@ -37,9 +37,13 @@ does; the first line names the CPU's SIMD flags (``cpu=``) and whether oneDNN is
 ``--compare`` (train and decode) then times, in the same process and on the same shapes
 with random weights, the peers a user would pick instead (``scripts/benchmark_peers.py``;
 ``pip install -e ".[bench]"``): CTranslate2 float32 and int8 and PyTorch ``nn.Transformer``
-for decoding, PyTorch for training. Each prints ``peer NAME: S s, tgt_tok_s=N`` and one
-``ratio_vs_NAME=R`` line, R = t2t-lite's tokens/s over the peer's (> 1: t2t-lite is
-faster), before the usual last lines. Without the extra it prints one line saying what
+for decoding, PyTorch for training. They are timed in paired rounds after t2t-lite's own
+timing: each round runs t2t-lite and every peer once in turn (0.5 s apart, so that one
+library's spinning worker threads do not slow the next), ``--repeats`` rounds for decode,
+``--steps`` for train. Each peer prints ``peer NAME: S s, tgt_tok_s=N`` (medians), its
+per-round ratios (``rounds vs NAME: ...``) and one ``ratio_vs_NAME=R`` line, R the median
+of the per-round ratios of the peer's time over t2t-lite's (> 1: t2t-lite is faster),
+before the usual last lines. Without the extra it prints one line saying what
 to install. ``--peers=ctranslate2_float32,ctranslate2_int8`` times a subset (an unknown
 name is one ``error:`` line).
 """
@@ -371,7 +375,8 @@ def cmd_train(args) -> None:
     result = timed_interleaved(run, peak, args.steps)
     if compare:
         import benchmark_peers
-        benchmark_peers.train_peers(args, hparams, statistics.median(result["times"]))
+        benchmark_peers.compare_paired(run, benchmark_peers.train_peer_runs(args, hparams),
+                                       args.steps, args.batch * args.length)
     report("train", result, flops, args.batch * args.length, True)
 
 
@@ -500,7 +505,9 @@ def cmd_decode(args) -> None:
         # by CTranslate2 (and appended for PyTorch), source_length tokens in all.
         rng = np.random.default_rng(1)
         source = rng.integers(4, args.vocab_size, size=(args.batch, args.source_length - 1))
-        benchmark_peers.decode_peers(args, hparams, source, statistics.median(result["times"]))
+        benchmark_peers.compare_paired(
+            run, benchmark_peers.decode_peer_runs(args, hparams, source), args.repeats,
+            args.batch * args.target_length)
     report("search", result, flops, args.batch * args.target_length, False)
 
 

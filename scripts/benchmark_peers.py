@@ -14,8 +14,12 @@ heads, d_ff, shared vocabulary V):
 * training: PyTorch ``nn.Transformer`` with the same dims, tied embeddings, label-smoothed
   cross-entropy and Adam (beta 0.9/0.98, eps 1e-9), dropout as the hparams.
 
-Each function returns seconds per run (the median of ``repeats``). The peers come from the
-optional extra ``pip install -e .[bench]`` (``ctranslate2``, ``torch``); ``missing()``
+Each ``*_run`` function prepares a peer and returns a callable that runs it once.
+``compare_paired`` times t2t-lite and the peers in rounds, each round running every one of
+them once in turn, and reports the median of the per-round ratios: a change in the
+machine's load during the benchmark then slows both sides of a ratio alike, where timing
+all of t2t-lite's runs and then all of a peer's let it move the ratio. The peers come from
+the optional extra ``pip install -e .[bench]`` (``ctranslate2``, ``torch``); ``missing()``
 names what is not installed.
 """
 from __future__ import annotations
@@ -52,17 +56,6 @@ def preload() -> None:
     TensorFlow: loading it after TensorFlow's libraries crashes the process."""
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
-
-
-def _median_seconds(run: Callable[[], None], repeats: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def _dims(hparams):
@@ -120,11 +113,11 @@ def build_ctranslate2_model(hparams, vocab_size: int, directory: str, seed: int 
     return directory
 
 
-def ctranslate2_decode_seconds(hparams, vocab_size: int, source_ids, target_length: int,
-                               beam_size: int, alpha: float, compute_type: str,
-                               repeats: int, threads: int) -> float:
-    """Seconds per ``translate_batch`` of ``source_ids`` (int [b, s], ids >= 4) with
-    exactly ``target_length`` output tokens per hypothesis."""
+def ctranslate2_decode_run(hparams, vocab_size: int, source_ids, target_length: int,
+                           beam_size: int, alpha: float, compute_type: str,
+                           threads: int) -> Callable[[], None]:
+    """One ``translate_batch`` of ``source_ids`` (int [b, s], ids >= 4) with exactly
+    ``target_length`` output tokens per hypothesis."""
     import ctranslate2
 
     with tempfile.TemporaryDirectory(prefix="t2t_lite_ct2_") as directory:
@@ -140,7 +133,7 @@ def ctranslate2_decode_seconds(hparams, vocab_size: int, source_ids, target_leng
         assert all(len(r.hypotheses[0]) == target_length for r in results), \
             [len(r.hypotheses[0]) for r in results]
 
-    return _median_seconds(run, repeats)
+    return run
 
 
 # PyTorch ----------------------------------------------------------------------------------
@@ -191,10 +184,10 @@ def _torch_model(hparams, vocab_size: int, dropout: float):
     return Seq2Seq()
 
 
-def torch_decode_seconds(hparams, vocab_size: int, source_ids, target_length: int,
-                         beam_size: int, repeats: int, threads: int) -> float:
-    """Seconds per beam search (no KV cache: the decoder re-runs over the prefix each
-    step) of ``source_ids`` int [b, s], ``target_length`` tokens per hypothesis."""
+def torch_decode_run(hparams, vocab_size: int, source_ids, target_length: int,
+                     beam_size: int, threads: int) -> Callable[[], None]:
+    """One beam search (no KV cache: the decoder re-runs over the prefix each step) of
+    ``source_ids`` int [b, s], ``target_length`` tokens per hypothesis."""
     import torch
 
     torch.set_num_threads(threads)
@@ -219,13 +212,13 @@ def torch_decode_seconds(hparams, vocab_size: int, source_ids, target_length: in
             prefix = torch.cat([prefix[rows], token.view(-1, 1)], dim=1)
         assert prefix.shape[1] == target_length + 1
 
-    return _median_seconds(run, repeats)
+    return run
 
 
-def torch_train_seconds(hparams, vocab_size: int, batch: int, length: int, steps: int,
-                        threads: int) -> float:
-    """Seconds per training step (forward, label-smoothed loss, backward, Adam) on
-    random ids [batch, length] each side."""
+def torch_train_run(hparams, vocab_size: int, batch: int, length: int,
+                    threads: int) -> Callable[[], None]:
+    """One training step (forward, label-smoothed loss, backward, Adam) on random ids
+    [batch, length] each side."""
     import torch
 
     torch.set_num_threads(threads)
@@ -248,27 +241,35 @@ def torch_train_seconds(hparams, vocab_size: int, batch: int, length: int, steps
         optimizer.step()
         float(loss)
 
-    return _median_seconds(run, steps)
+    return run
 
 
 # Reports ----------------------------------------------------------------------------------
-def decode_peers(args, hparams, source_ids, t2t_seconds: float) -> Dict[str, float]:
-    """Times every decoding peer; prints one line each and one ``ratio_vs_NAME=R`` line
-    (t2t-lite's target tokens/s over the peer's: > 1 means t2t-lite is faster)."""
-    tokens = args.batch * args.target_length
+# Between two runs, the paired rounds wait this long, so that the worker threads of the
+# run before (CTranslate2's and PyTorch's OpenMP threads keep spinning for a while after
+# their work, 200 ms by default for Intel's OpenMP) have gone idle when the next starts.
+PAUSE_SECONDS = 0.5
+
+
+def decode_peer_runs(args, hparams, source_ids) -> Dict[str, Callable[[], None]]:
+    """The decoding peers named by ``--peers`` (all by default), each prepared: {name: run}."""
     threads = args.intra_threads or os.cpu_count() or 1
+    common = (hparams, args.vocab_size, source_ids, args.target_length, args.beam_size)
     peers = {
-        "ctranslate2_float32": lambda: ctranslate2_decode_seconds(
-            hparams, args.vocab_size, source_ids, args.target_length, args.beam_size,
-            args.alpha, "float32", args.repeats, threads),
-        "ctranslate2_int8": lambda: ctranslate2_decode_seconds(
-            hparams, args.vocab_size, source_ids, args.target_length, args.beam_size,
-            args.alpha, "int8", args.repeats, threads),
-        "torch": lambda: torch_decode_seconds(
-            hparams, args.vocab_size, source_ids, args.target_length, args.beam_size,
-            args.repeats, threads),
+        "ctranslate2_float32": lambda: ctranslate2_decode_run(
+            *common, args.alpha, "float32", threads),
+        "ctranslate2_int8": lambda: ctranslate2_decode_run(*common, args.alpha, "int8", threads),
+        "torch": lambda: torch_decode_run(*common, threads),
     }
-    return _report(_select(peers, args), tokens, t2t_seconds)
+    return {name: make() for name, make in _select(peers, args).items()}
+
+
+def train_peer_runs(args, hparams) -> Dict[str, Callable[[], None]]:
+    """The training peer, prepared: {"torch": run}."""
+    threads = args.intra_threads or os.cpu_count() or 1
+    peers = {"torch": lambda: torch_train_run(hparams, args.vocab_size, args.batch,
+                                              args.length, threads)}
+    return {name: make() for name, make in _select(peers, args).items()}
 
 
 def _select(peers, args):
@@ -277,21 +278,42 @@ def _select(peers, args):
     return {name: peers[name] for name in peers if not names or name in names}
 
 
-def train_peers(args, hparams, t2t_seconds: float) -> Dict[str, float]:
-    """Times the training peer; prints its line and ``ratio_vs_torch=R``."""
-    threads = args.intra_threads or os.cpu_count() or 1
-    peers = {"torch": lambda: torch_train_seconds(hparams, args.vocab_size, args.batch,
-                                                  args.length, args.steps, threads)}
-    return _report(_select(peers, args), args.batch * args.length, t2t_seconds)
+def paired_seconds(runs: Dict[str, Callable[[], None]], rounds: int,
+                   pause: float = PAUSE_SECONDS) -> Dict[str, List[float]]:
+    """Wall seconds of each of ``runs`` over ``rounds`` rounds, each round running every
+    one once in turn (after one untimed round of warm-up), with ``pause`` seconds of idle
+    before each run: {name: [seconds per round]}."""
+    seconds: Dict[str, List[float]] = {name: [] for name in runs}
+    for round_ in range(rounds + 1):
+        for name, run in runs.items():
+            time.sleep(pause)
+            start = time.perf_counter()
+            run()
+            if round_:
+                seconds[name].append(time.perf_counter() - start)
+    return seconds
 
 
-def _report(peers, tokens: int, t2t_seconds: float) -> Dict[str, float]:
-    print(f"t2t-lite: {t2t_seconds:.3f} s, tgt_tok_s={tokens / t2t_seconds:.0f}", flush=True)
+def compare_paired(t2t_run: Callable[[], object], peer_runs: Dict[str, Callable[[], None]],
+                   rounds: int, tokens: int,
+                   pause: float = PAUSE_SECONDS) -> Dict[str, float]:
+    """Times t2t-lite and the peers in paired rounds (``paired_seconds``) and prints each
+    one's median seconds and tokens/s, every round's ratio (a peer's seconds over
+    t2t-lite's in the same round) and one ``ratio_vs_NAME=R`` line per peer, R the median
+    of its per-round ratios (> 1: t2t-lite is faster). Returns {name: R}."""
+    seconds = paired_seconds({"t2t-lite": t2t_run, **peer_runs}, rounds, pause)
+    ours = seconds.pop("t2t-lite")
+    median = statistics.median(ours)
+    print(f"t2t-lite: {median:.3f} s, tgt_tok_s={tokens / median:.0f} (median of {rounds} "
+          f"round(s), each running t2t-lite and every peer once in turn)", flush=True)
     ratios = {}
-    for name, timed in peers.items():
-        seconds = timed()
-        ratios[name] = seconds / t2t_seconds
-        print(f"peer {name}: {seconds:.3f} s, tgt_tok_s={tokens / seconds:.0f}", flush=True)
+    for name, times in seconds.items():
+        per_round = [theirs / mine for theirs, mine in zip(times, ours)]
+        ratios[name] = statistics.median(per_round)
+        peer_median = statistics.median(times)
+        print(f"peer {name}: {peer_median:.3f} s, tgt_tok_s={tokens / peer_median:.0f}",
+              flush=True)
+        print(f"rounds vs {name}: " + " ".join(f"{r:.3f}" for r in per_round), flush=True)
     for name, ratio in ratios.items():
         print(f"ratio_vs_{name}={ratio:.3f}", flush=True)
     return ratios

@@ -4,6 +4,7 @@ import argparse
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,39 @@ def test_decode_compare_times_the_peers_and_keeps_the_last_line():
         assert len(peer) == 1 and re.search(r"tgt_tok_s=\d+$", peer[0]), lines
         ratio = [line for line in lines if line.startswith(f"ratio_vs_{name}=")]
         assert len(ratio) == 1 and float(ratio[0].split("=")[1]) > 0, lines
+        rounds = [line for line in lines if line.startswith(f"rounds vs {name}: ")]
+        assert len(rounds) == 1 and len(rounds[0].split(": ")[1].split()) == 1, lines
     assert re.fullmatch(r"tgt_tok_s=\d+ mfu=[\d.]+", lines[-1]), lines[-1]
+
+
+def test_peers_are_timed_in_paired_rounds_and_the_ratio_is_the_median_of_the_rounds(capsys):
+    """Each round runs t2t-lite and every peer once in turn, so that a change of the
+    machine's load moves both sides of a round's ratio; the reported ratio is the median
+    of the rounds' ratios. Fake runs whose durations change between rounds show both."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import benchmark_peers
+
+    calls = []
+    durations = {"t2t-lite": iter([0, 0.03, 0.09, 0.045]),   # warm-up round, then 3 timed
+                 "slow_peer": iter([0, 0.06, 0.18, 0.045])}
+
+    def make(name):
+        def run():
+            calls.append(name)
+            time.sleep(next(durations[name]))
+        return run
+
+    ratios = benchmark_peers.compare_paired(make("t2t-lite"), {"slow_peer": make("slow_peer")},
+                                            rounds=3, tokens=100, pause=0.0)
+    assert calls == ["t2t-lite", "slow_peer"] * 4
+    # Rounds: 0.06/0.03 = 2, 0.18/0.09 = 2, 0.045/0.045 = 1 -> median 2, where the ratio
+    # of the two sides' median times (0.06 / 0.045) would say 1.33.
+    assert ratios["slow_peer"] == pytest.approx(2.0, rel=0.15)
+    out = capsys.readouterr().out.splitlines()
+    rounds_line = next(line for line in out if line.startswith("rounds vs slow_peer: "))
+    rounds = [float(r) for r in rounds_line.split(": ")[1].split()]
+    assert len(rounds) == 3 and rounds[2] == pytest.approx(1.0, rel=0.3)
+    assert out[-1] == f"ratio_vs_slow_peer={ratios['slow_peer']:.3f}"
 
 
 @pytest.mark.skipif(not _peers_installed(),
