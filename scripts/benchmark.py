@@ -26,7 +26,9 @@ embedding-tied softmax projection; training = 3x the forward pass. Elementwise w
 Optimisations can be switched off to see what each buys: ``--no-jit_compile`` (XLA),
 ``--no-fused_qkv`` (three Q/K/V matmuls instead of one fused one; same weights),
 ``--no-memory_per_sentence`` (decode: encoder-decoder keys/values tiled to every beam and
-reordered each step instead of kept once per sentence), ``--mixed_precision`` (bfloat16
+reordered each step instead of kept once per sentence), ``--no-expand_after_first_step``
+(decode: step 0 on the ``k`` tiled beams of each sentence instead of one row, although
+they compute the same logits), ``--mixed_precision`` (bfloat16
 compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_threads``.
 ``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``), with the
 self-attention cache in the dtype the decoder picks for this CPU (``--int8_attention``
@@ -232,6 +234,10 @@ def add_search_work_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source_length", type=positive_int, default=24)
     parser.add_argument("--target_length", type=positive_int, default=30)
     parser.add_argument("--beam_size", type=positive_int, default=4)
+    parser.add_argument("--expand_after_first_step", action=argparse.BooleanOptionalAction,
+                        default=True,
+                        help="step 0 on one row per sentence, the beams tiled after it "
+                             "(as the decoder and CTranslate2 do)")
 
 
 def checked_hparams(parser: argparse.ArgumentParser, parsed: argparse.Namespace):
@@ -254,7 +260,8 @@ def search_args(parsed: argparse.Namespace, quantize: str,
         jit_compile=jit_compile, fused_qkv=True, mixed_precision=False, intra_threads=0,
         inter_threads=0, batch=parsed.batch, source_length=parsed.source_length,
         target_length=parsed.target_length, beam_size=parsed.beam_size, alpha=0.6,
-        memory_per_sentence=True, quantize=quantize, int8_attention=None)
+        memory_per_sentence=True, quantize=quantize, int8_attention=None,
+        expand_after_first_step=parsed.expand_after_first_step)
 
 
 def int8_search_ab_setup(description: str, default_rounds: int, argv=None):
@@ -459,7 +466,9 @@ def make_decode(args, hparams):
         start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
         return beam_search(decode_step, start, args.beam_size, target_length, vocab,
                            args.alpha, states=cache, eos_id=eos_id, stop_early=True,
-                           max_length=target_length, growing_states=growing)
+                           max_length=target_length, growing_states=growing,
+                           expand_after_first_step=getattr(args, "expand_after_first_step",
+                                                           True))
 
     fn = tf.function(search, jit_compile=args.jit_compile)
 

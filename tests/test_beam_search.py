@@ -293,6 +293,40 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
         np.testing.assert_allclose(alone[1][0], batch[1][row], rtol=1e-6)
 
 
+@pytest.mark.parametrize("shrink", [False, True])
+def test_expanding_after_the_first_step_changes_no_result(shrink):
+    """``expand_after_first_step`` feeds step 0 one row per sentence (states [b, ...]) and
+    tiles the states after it; a model whose logits do not depend on the batch gives the
+    same hypotheses and scores, the stateful second-order model included (its ``path``
+    and ``calls`` states must be tiled to the right beams)."""
+    vocab_size, max_length = 6, 8
+    table = random_table([vocab_size] * 3, 11)
+    starts, lengths = [0, 2, 5, 3], [8, 1, 5, 6]
+    fn = second_order(table, max_length)
+    rows_seen = []
+
+    def counting_fn(ids, step, states):
+        rows_seen.append(ids.shape[0])   # None in a graph with shrink (dynamic batch)
+        return fn(ids, step, states)
+
+    def search(expand):
+        return beam_search(counting_fn, starts, 3, lengths, vocab_size, 0.6,
+                           states=second_order_states(4, max_length), max_length=max_length,
+                           shrink=shrink, expand_after_first_step=expand)
+
+    ids, scores = search(False)
+    assert rows_seen[0] == 4 * 3
+    rows_seen.clear()
+    expanded_ids, expanded_scores = search(True)
+    assert rows_seen[0] == 4 and rows_seen[1] <= 4 * 3   # step 0 untiled, then the beams
+    np.testing.assert_array_equal(expanded_ids, ids)
+    np.testing.assert_array_equal(expanded_scores, scores)
+    # Under XLA, and in a graph, the first step is traced outside the loop.
+    compiled = tf.function(lambda: search(True), jit_compile=not shrink)()
+    np.testing.assert_array_equal(compiled[0], ids)
+    np.testing.assert_allclose(compiled[1], scores, rtol=1e-6)
+
+
 # XLA -----------------------------------------------------------------------------------
 def test_xla_matches_eager_and_graph():
     vocab_size, max_length = 6, 7

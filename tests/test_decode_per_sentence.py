@@ -59,3 +59,31 @@ def test_per_sentence_beam_search_equals_tiled_under_xla():
     expected_ids, expected_scores = search(tf.constant(INPUTS), False)
     np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), expected_scores.numpy(), rtol=1e-5)
+
+
+def test_first_step_on_one_row_per_sentence_equals_the_tiled_search():
+    """``expand_after_first_step`` (what the Translator uses): step 0 runs the Transformer
+    on one row per sentence, the self-attention caches are tiled to the beams after it;
+    the hypotheses and scores are those of the search that tiles first, with a growing
+    cache, finished sentences dropped (``shrink``) and int8 weights too."""
+    from t2t_lite.layers.int8 import quantize_model
+
+    model, beams, length = _model(), 4, 9
+
+    def search(inputs, expand):
+        memory, mask = model.encode(inputs)
+        cache, constants = model.split_memory_cache(model.initial_decode_cache(memory, mask, 0))
+        start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
+        return beam_search(model.sentence_decode_step(beams, growing=True), start, beams,
+                           length, VOCAB, 0.6, states=cache, max_length=length,
+                           growing_states=True, sentence_states=constants, shrink=True,
+                           expand_after_first_step=expand)
+
+    for quantize in (False, True):
+        if quantize:
+            quantize_model(model)
+        traced = tf.function(search)   # traced again once the model is quantized
+        ids, scores = traced(tf.constant(INPUTS), False)
+        expanded_ids, expanded_scores = traced(tf.constant(INPUTS), True)
+        np.testing.assert_array_equal(expanded_ids.numpy(), ids.numpy())
+        np.testing.assert_allclose(expanded_scores.numpy(), scores.numpy(), rtol=1e-6)

@@ -96,7 +96,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                 constraint_state: Any = None,
                 growing_states: bool = False,
                 sentence_states: Any = None,
-                shrink: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
+                shrink: bool = False,
+                expand_after_first_step: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
     """Beam search over ``b`` sentences; returns every sentence's ``k`` hypotheses, best first.
 
     Args:
@@ -130,6 +131,13 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         done, their results are set aside and every state, sentence state and beam tensor
         keeps only the others), so the step's matmuls cover only sentences still being
         decoded. Changes no result; the batch dimension becomes dynamic, so not for XLA.
+      expand_after_first_step: run step 0 on one row per sentence (``ids`` [b], ``states``
+        as given, [b, ...]) and tile the states to the ``k`` beams after it, as
+        CTranslate2 does: at step 0 a sentence has one alive hypothesis, so its ``k`` rows
+        would compute the same logits. ``symbols_to_logits_fn`` must then accept any
+        number of rows per sentence (``Transformer.sentence_decode_step`` does). Changes no
+        result when a sentence's step-0 logits do not depend on how many rows the batch
+        holds (exactly so with int8 weights; float32 products may round differently).
 
     Returns:
       ids: int32 [b, k, T], without the initial id, EOS-terminated, 0 after EOS.
@@ -146,18 +154,21 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     with_sentence_states = sentence_states is not None
 
     def step(i, beams: Beams, states, constraint_state, sentence_states, active, out,
-             decode_length):
+             decode_length, untiled=False):
         # Every tensor here covers the a sentences still in the batch (a = b unless
         # ``shrink``); ``active`` int32 [a] are their indices in the caller's batch.
+        # ``untiled``: step 0 of ``expand_after_first_step``, one row per sentence.
         rows = tf.shape(beams.done)[0]
-        ids = tf.reshape(beams.alive_last, [-1])                          # [a*k]
+        ids = tf.reshape(beams.alive_last[:, :1] if untiled else beams.alive_last, [-1])
         if with_sentence_states:
             logits, states = symbols_to_logits_fn(ids, i, states, sentence_states)
         else:
             logits, states = symbols_to_logits_fn(ids, i, states)
-        row_decode_length = tf.repeat(decode_length, k)                    # [a*k]
+        row_decode_length = decode_length if untiled else tf.repeat(decode_length, k)
         log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
-                                   constraint_state, floor=False)           # [a*k, V]
+                                   constraint_state, floor=False)    # [a*k or a, V]
+        if untiled:   # what the k identical rows would have given
+            log_probs = tf.repeat(log_probs, k, axis=0)
         candidates = _top_candidates(tf.reshape(log_probs, [rows, k, vocab_size]),
                                      beams, i, alpha)
         new_beams, origin = _select(candidates, beams, k, eos_id)
@@ -171,6 +182,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
             (beams, origin, tokens, sentence_states, active, out,
              decode_length) = _drop_done(beams, origin, tokens, sentence_states, active, out,
                                          decode_length, k)
+        if untiled:   # row s*k + j of the tiled batch is row s of the untiled one
+            origin = origin // k
         states, constraint_state = _reorder(states, constraint_state, origin, constraint,
                                             tokens)
         return (i + 1, beams, states, constraint_state, sentence_states, active, out,
@@ -180,10 +193,16 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         return (i < max_length) & ~tf.reduce_all(beams.done)
 
     initial = _initial_beams(initial_ids, k, max_length)
-    loop_vars = (tf.constant(0, tf.int32), initial, tile_beams(states, k),
-                 tile_beams({} if constraint is None else constraint_state, k),
-                 sentence_states if with_sentence_states else {},
-                 tf.range(batch, dtype=tf.int32), initial, decode_length)
+    constraint_state = {} if constraint is None else constraint_state
+    sentence_states = sentence_states if with_sentence_states else {}
+    if expand_after_first_step:
+        loop_vars = step(tf.constant(0, tf.int32), initial, states, constraint_state,
+                         sentence_states, tf.range(batch, dtype=tf.int32), initial,
+                         decode_length, untiled=True)
+    else:
+        loop_vars = (tf.constant(0, tf.int32), initial, tile_beams(states, k),
+                     tile_beams(constraint_state, k), sentence_states,
+                     tf.range(batch, dtype=tf.int32), initial, decode_length)
     invariants = loop_shape_invariants(loop_vars, (2,) if growing_states else ())
     if shrink:   # the batch dimension of everything but ``out`` shrinks
         invariants = tuple(

@@ -187,8 +187,10 @@ class Translator:
             # Without XLA, finished sentences leave the batch (beam_search's shrink).
             step_fn = self.model.sentence_decode_step(self.beam_size, growing=growing)
             options.update(sentence_states=constants, shrink=True)
+        # Step 0 on one row per sentence (its beams are identical then), as CTranslate2.
         return beam_search(step_fn, start, self.beam_size, decode_length, self.vocab_size,
-                           self.alpha, stop_early=not self.return_beams, **options)
+                           self.alpha, stop_early=not self.return_beams,
+                           expand_after_first_step=True, **options)
 
     def _bucket_fn(self, length: int) -> Callable:
         """The search for inputs [None, length], traced on first use: once per bucket

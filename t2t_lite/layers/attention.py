@@ -267,16 +267,18 @@ class MultiHeadAttention(keras.layers.Layer):
         x [b, q, d_in], keys [b, h, k, d_k], values [b, h, k, d_v], mask broadcastable to
         [b, h, q, k] -> output [b, q, output_channels].
 
-        With ``beam_size`` n > 1, ``x`` holds n hypotheses per sentence ([b*n, q, d_in],
-        sentence-major) while keys, values and mask stay per sentence ([b, ...]): the
-        queries of a sentence's n hypotheses are attended together (as [b, n*q]), so
-        memory keys/values are neither tiled to every beam nor reordered each step."""
+        With ``beam_size`` > 1, keys, values and mask stay per sentence ([b, ...]) while
+        ``x`` holds n hypotheses per sentence ([b*n, q, d_in], sentence-major; n is read
+        from the shapes, so a beam search's first step may feed one row per sentence,
+        ``beam_search(..., expand_after_first_step=True)``): the queries of a sentence's
+        n hypotheses are attended together (as [b, n*q]), so memory keys/values are
+        neither tiled to every beam nor reordered each step."""
         q = self.project_query(x)
         if beam_size == 1:
             output, _ = self.attend(q, keys, values, mask)
             return output
         shape = ops.shape(q)
-        q = ops.reshape(q, (-1, beam_size * shape[1], shape[2], shape[3]))
+        q = ops.reshape(q, (ops.shape(keys)[0], -1, shape[2], shape[3]))
         output, _ = self.attend(q, keys, values, mask)
         return ops.reshape(output, (shape[0], shape[1], self.output_channels))
 
