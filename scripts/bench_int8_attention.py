@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
-import statistics
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for path in (ROOT, os.path.join(ROOT, "scripts")):
@@ -42,16 +40,7 @@ def main(argv=None) -> None:
         keras.utils.set_random_seed(0)
         runs[dtype] = benchmark.make_decode(variant, hparams)
         ids[dtype] = runs[dtype]()[0]        # the untimed round: traces it
-    wall = {dtype: [] for dtype in DTYPES}
-    cpu = {dtype: [] for dtype in DTYPES}
-    for _ in range(parsed.rounds):
-        for dtype, run in runs.items():
-            start, start_cpu = time.perf_counter(), time.process_time()
-            run()
-            wall[dtype].append(time.perf_counter() - start)
-            cpu[dtype].append(time.process_time() - start_cpu)
-    median = {dtype: (statistics.median(wall[dtype]), statistics.median(cpu[dtype]))
-              for dtype in DTYPES}
+    median = benchmark.interleaved_wall_and_cpu(runs, parsed.rounds)
     for dtype in DTYPES:
         print(f"{dtype}: {median[dtype][0]:.3f} s wall, {median[dtype][1]:.3f} s CPU "
               f"(median of {parsed.rounds})")

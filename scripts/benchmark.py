@@ -40,9 +40,10 @@ does; the first line names the CPU's SIMD flags (``cpu=``) and whether oneDNN is
 with random weights, the peers a user would pick instead (``scripts/benchmark_peers.py``;
 ``pip install -e ".[bench]"``): CTranslate2 float32 and int8 and PyTorch ``nn.Transformer``
 for decoding, PyTorch for training. They are timed in paired rounds after t2t-lite's own
-timing: each round runs t2t-lite and every peer once in turn (0.5 s apart, so that one
-library's spinning worker threads do not slow the next), ``--repeats`` rounds for decode,
-``--steps`` for train. Each peer prints ``peer NAME: S s, tgt_tok_s=N`` (medians), its
+timing: in each round t2t-lite and every peer take turns, each turn 0.5 s of idle (so that
+one library's spinning worker threads do not slow the next), an untimed run and the timed
+one (so that each is timed warm, as in back-to-back batch translation); ``--repeats``
+rounds for decode, ``--steps`` for train. Each peer prints ``peer NAME: S s, tgt_tok_s=N`` (medians), its
 per-round ratios (``rounds vs NAME: ...``) and one ``ratio_vs_NAME=R`` line, R the median
 of the per-round ratios of the peer's time over t2t-lite's (> 1: t2t-lite is faster),
 before the usual last lines. Without the extra it prints one line saying what
@@ -58,7 +59,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -304,6 +305,23 @@ def interleaved_seconds(runs: Dict[str, Callable[[], object]], rounds: int,
             if round_ >= warmup_rounds:
                 seconds[name].append(time.perf_counter() - start)
     return seconds
+
+
+def interleaved_wall_and_cpu(runs: Dict[str, Callable[[], object]], rounds: int
+                             ) -> Dict[str, Tuple[float, float]]:
+    """Each of ``runs`` run in turn ``rounds`` times: {name: (median wall seconds, median
+    process CPU seconds)}. CPU time is what time-slicing by other processes on a shared
+    machine disturbs least."""
+    wall: Dict[str, list] = {name: [] for name in runs}
+    cpu: Dict[str, list] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            run()
+            wall[name].append(time.perf_counter() - start)
+            cpu[name].append(time.process_time() - start_cpu)
+    return {name: (statistics.median(wall[name]), statistics.median(cpu[name]))
+            for name in runs}
 
 
 def interleaved_medians(runs: Dict[str, Callable[[], object]], rounds: int,

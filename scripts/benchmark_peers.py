@@ -15,8 +15,8 @@ heads, d_ff, shared vocabulary V):
   cross-entropy and Adam (beta 0.9/0.98, eps 1e-9), dropout as the hparams.
 
 Each ``*_run`` function prepares a peer and returns a callable that runs it once.
-``compare_paired`` times t2t-lite and the peers in rounds, each round running every one of
-them once in turn, and reports the median of the per-round ratios: a change in the
+``compare_paired`` times t2t-lite and the peers in rounds, each round timing every one of
+them in turn (each right after an untimed run of its own), and reports the median of the per-round ratios: a change in the
 machine's load during the benchmark then slows both sides of a ratio alike, where timing
 all of t2t-lite's runs and then all of a peer's let it move the ratio. The peers come from
 the optional extra ``pip install -e .[bench]`` (``ctranslate2``, ``torch``); ``missing()``
@@ -245,9 +245,10 @@ def torch_train_run(hparams, vocab_size: int, batch: int, length: int,
 
 
 # Reports ----------------------------------------------------------------------------------
-# Between two runs, the paired rounds wait this long, so that the worker threads of the
-# run before (CTranslate2's and PyTorch's OpenMP threads keep spinning for a while after
-# their work, 200 ms by default for Intel's OpenMP) have gone idle when the next starts.
+# Before each library's turn in a round, the paired rounds wait this long, so that the
+# worker threads of the one before (CTranslate2's and PyTorch's OpenMP threads keep
+# spinning for a while after their work, 200 ms by default for Intel's OpenMP) have gone
+# idle when the next starts.
 PAUSE_SECONDS = 0.5
 
 
@@ -280,17 +281,19 @@ def _select(peers, args):
 
 def paired_seconds(runs: Dict[str, Callable[[], None]], rounds: int,
                    pause: float = PAUSE_SECONDS) -> Dict[str, List[float]]:
-    """Wall seconds of each of ``runs`` over ``rounds`` rounds, each round running every
-    one once in turn (after one untimed round of warm-up), with ``pause`` seconds of idle
-    before each run: {name: [seconds per round]}."""
+    """Wall seconds of each of ``runs`` over ``rounds`` rounds. In each round every one
+    has a turn: ``pause`` seconds of idle, one untimed run, then the timed run, so that
+    each is timed warm, right after its own work, as in back-to-back batch translation
+    (and not just after idling or after another library's work, which slowed t2t-lite's
+    int8 search by 5-8% in three of four runs). Returns {name: [seconds per round]}."""
     seconds: Dict[str, List[float]] = {name: [] for name in runs}
-    for round_ in range(rounds + 1):
+    for _ in range(rounds):
         for name, run in runs.items():
             time.sleep(pause)
+            run()
             start = time.perf_counter()
             run()
-            if round_:
-                seconds[name].append(time.perf_counter() - start)
+            seconds[name].append(time.perf_counter() - start)
     return seconds
 
 
@@ -305,7 +308,7 @@ def compare_paired(t2t_run: Callable[[], object], peer_runs: Dict[str, Callable[
     ours = seconds.pop("t2t-lite")
     median = statistics.median(ours)
     print(f"t2t-lite: {median:.3f} s, tgt_tok_s={tokens / median:.0f} (median of {rounds} "
-          f"round(s), each running t2t-lite and every peer once in turn)", flush=True)
+          f"round(s), each timing t2t-lite and every peer in turn)", flush=True)
     ratios = {}
     for name, times in seconds.items():
         per_round = [theirs / mine for theirs, mine in zip(times, ours)]

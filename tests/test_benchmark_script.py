@@ -99,8 +99,9 @@ def test_peers_are_timed_in_paired_rounds_and_the_ratio_is_the_median_of_the_rou
     import benchmark_peers
 
     calls = []
-    durations = {"t2t-lite": iter([0, 0.03, 0.09, 0.045]),   # warm-up round, then 3 timed
-                 "slow_peer": iter([0, 0.06, 0.18, 0.045])}
+    # Per round and library: an untimed run (0 s here), then the timed one.
+    durations = {"t2t-lite": iter([0, 0.03, 0, 0.09, 0, 0.045]),
+                 "slow_peer": iter([0, 0.06, 0, 0.18, 0, 0.045])}
 
     def make(name):
         def run():
@@ -110,7 +111,7 @@ def test_peers_are_timed_in_paired_rounds_and_the_ratio_is_the_median_of_the_rou
 
     ratios = benchmark_peers.compare_paired(make("t2t-lite"), {"slow_peer": make("slow_peer")},
                                             rounds=3, tokens=100, pause=0.0)
-    assert calls == ["t2t-lite", "slow_peer"] * 4
+    assert calls == ["t2t-lite", "t2t-lite", "slow_peer", "slow_peer"] * 3
     # Rounds: 0.06/0.03 = 2, 0.18/0.09 = 2, 0.045/0.045 = 1 -> median 2, where the ratio
     # of the two sides' median times (0.06 / 0.045) would say 1.33.
     assert ratios["slow_peer"] == pytest.approx(2.0, rel=0.15)
@@ -246,6 +247,8 @@ POSITIVE = "must be a positive integer, got 0"
     ("bench_decode_parts", ["--whole_search", "--hparams_set=nope"],
      "unknown hparams set 'nope'"),
     ("profile_decode", ["--top=0"], f"argument --top: {POSITIVE}"),
+    ("bench_search_flag", ["--option=fused_qkv"], "argument --option: invalid choice"),
+    ("bench_growing_reorder", ["--rounds=0"], f"argument --rounds: {POSITIVE}"),
     ("benchmark", ["decode", "--repeats=0"], f"argument --repeats: {POSITIVE}"),
     ("benchmark", ["decode", "--int8_attention=bfloat16"],
      "--int8_attention sets int8 decoding's self-attention; add --quantize=int8 or drop it"),
@@ -312,3 +315,29 @@ def test_the_decode_benchmarks_eos_never_wins_before_the_last_position():
         assert (logits.argmin(axis=1) == 1).all()
         assert (np.delete(logits, 1, axis=1).min(axis=1) - logits[:, 1] > 50).all()
         ids = tf.constant(logits.argmax(axis=1).astype(np.int32))
+
+
+def test_search_flag_ab_runs_both_and_finds_the_first_step_changes_nothing(capsys):
+    script = _script_module("bench_search_flag")
+    script.main(["--option=expand_after_first_step", "--quantize=int8",
+                 "--hparams_set=transformer_tiny", "--vocab_size=50", "--batch=3",
+                 "--beam_size=3", "--source_length=4", "--target_length=5", "--rounds=1"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("expand_after_first_step A/B: quantize=int8 ")
+    for state, line in zip(("off", "on"), lines[-3:-1]):
+        assert re.fullmatch(rf"expand_after_first_step {state}: [\d.]+ s wall, [\d.]+ s CPU "
+                            rf"\(median of 1\)", line), line
+    assert re.fullmatch(r"speed-up of expand_after_first_step: [\d.]+x wall, [\d.]+x CPU; "
+                        r"same ids: True, largest score difference: 0", lines[-1]), lines[-1]
+
+
+def test_growing_reorder_times_its_three_variants(capsys):
+    _script_module("bench_growing_reorder").main(["--rounds=1", "--dtype=float32"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split(":")[0] for line in lines[:3]] == ["gather", "no_gather", "lineage"]
+    for line in lines[:3]:
+        assert re.search(r": [\d.]+ s per 30 steps x 6 layers \(float32, median of 1\)$", line)
+    # The lineage way computes the gather way's attention; leaving the reorder out does not.
+    difference = {line.split()[0]: float(line.split("difference ")[1].split()[0])
+                  for line in lines[3:]}
+    assert difference["lineage"] < 1e-3 < difference["no_gather"], lines

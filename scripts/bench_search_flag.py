@@ -1,0 +1,70 @@
+"""Benchmark: the search with one of its options on and off, A/B on the same weights.
+
+    python scripts/bench_search_flag.py --option=expand_after_first_step [--quantize=int8]
+        [--jit_compile] [--rounds=9]
+
+Times ``scripts/benchmark.py decode``'s search (its work by default: base dimensions,
+V = 37,000, 32 sentences x 24 source tokens, beam 4, 30 forced target tokens,
+encoder-decoder keys and values once per sentence) built twice on the same random
+weights, once with ``--option`` off and once on, interleaved ``--rounds`` times after
+one untimed round, and prints each one's median wall and process CPU seconds, the
+speed-up of ``on``, and whether the two searches returned the same ids and scores.
+
+Options: ``expand_after_first_step`` (step 0 on one row per sentence, the beams tiled
+after it) and ``memory_per_sentence`` (encoder-decoder keys and values once per
+sentence instead of tiled to the beams and reordered).
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for path in (ROOT, os.path.join(ROOT, "scripts")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+OPTIONS = ("expand_after_first_step", "memory_per_sentence")
+
+
+def main(argv=None) -> None:
+    import benchmark
+    from t2t_lite.flag_fields import positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--option", required=True, choices=OPTIONS)
+    parser.add_argument("--quantize", default="none", choices=("none", "int8"))
+    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction,
+                        default=False)
+    parser.add_argument("--rounds", type=positive_int, default=9)
+    benchmark.add_search_flags(parser)
+    parsed = parser.parse_args(argv)
+    hparams = benchmark.checked_hparams(parser, parsed)
+    args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
+    tf = benchmark.setup_tf(args)
+    import keras
+    import numpy as np
+    print(f"{parsed.option} A/B: quantize={parsed.quantize} {benchmark.describe(args, tf)}",
+          flush=True)
+    runs, outputs = {}, {}
+    for state in ("off", "on"):
+        variant = copy.copy(args)
+        setattr(variant, parsed.option, state == "on")
+        keras.utils.set_random_seed(0)
+        runs[state] = benchmark.make_decode(variant, hparams)
+        outputs[state] = runs[state]()            # the untimed round: traces it
+    median = benchmark.interleaved_wall_and_cpu(runs, parsed.rounds)
+    for state in ("off", "on"):
+        print(f"{parsed.option} {state}: {median[state][0]:.3f} s wall, "
+              f"{median[state][1]:.3f} s CPU (median of {parsed.rounds})")
+    same_ids = np.array_equal(outputs["off"][0], outputs["on"][0])
+    score_diff = float(np.max(np.abs(outputs["off"][1] - outputs["on"][1])))
+    print(f"speed-up of {parsed.option}: {median['off'][0] / median['on'][0]:.3f}x wall, "
+          f"{median['off'][1] / median['on'][1]:.3f}x CPU; same ids: {same_ids}, "
+          f"largest score difference: {score_diff:.3g}")
+
+
+if __name__ == "__main__":
+    main()
