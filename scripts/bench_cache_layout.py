@@ -118,22 +118,18 @@ LAYOUTS = {  # --layout: (title, library's name, replacement's name, installs th
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quantize", default="none", choices=("none", "int8"))
-    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--rounds", type=positive_int, default=5)
     parser.add_argument("--layout", default="attention_cache", choices=sorted(LAYOUTS))
     import benchmark
-    benchmark.add_search_flags(parser)
+    benchmark.add_search_variant_flags(parser)
     parsed = parser.parse_args(argv)
     if parsed.layout == "softmax_weights" and parsed.quantize != "none":
         parser.error("--layout=softmax_weights compares float32 weights; drop --quantize")
     if parsed.layout == "softmax_weights" and parsed.jit_compile:
         parser.error("--layout=softmax_weights compares the search without XLA (XLA "
                      "chooses its own layout); drop --jit_compile")
-    hparams = benchmark.checked_hparams(parser, parsed)
+    hparams, args, tf = benchmark.setup_search(parser, parsed)
     title, library, replacement, install = LAYOUTS[parsed.layout]
-    args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
-    tf = benchmark.setup_tf(args)
     print(f"{title} A/B: quantize={parsed.quantize} {benchmark.describe(args, tf)}",
           flush=True)
     # the first traced as the library is, the second with the replacement installed

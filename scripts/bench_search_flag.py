@@ -35,15 +35,10 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--option", required=True, choices=OPTIONS)
-    parser.add_argument("--quantize", default="none", choices=("none", "int8"))
-    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction,
-                        default=False)
     parser.add_argument("--rounds", type=positive_int, default=9)
-    benchmark.add_search_flags(parser)
+    benchmark.add_search_variant_flags(parser)
     parsed = parser.parse_args(argv)
-    hparams = benchmark.checked_hparams(parser, parsed)
-    args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
-    tf = benchmark.setup_tf(args)
+    hparams, args, tf = benchmark.setup_search(parser, parsed)
     import keras
     import numpy as np
     print(f"{parsed.option} A/B: quantize={parsed.quantize} {benchmark.describe(args, tf)}",

@@ -229,6 +229,23 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
     add_search_work_flags(parser)
 
 
+def add_search_variant_flags(parser: argparse.ArgumentParser) -> None:
+    """``--quantize`` and ``--jit_compile`` (default off) of the scripts that time or
+    profile ``decode``'s search, then ``add_search_flags``; ``setup_search`` follows."""
+    parser.add_argument("--quantize", default="none", choices=("none", "int8"))
+    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
+    add_search_flags(parser)
+
+
+def setup_search(parser: argparse.ArgumentParser, parsed: argparse.Namespace):
+    """After ``add_search_variant_flags``'s flags are parsed: the hparams (a bad one is the
+    parser's usage and one ``error:`` line), ``make_decode``'s arguments and TensorFlow set
+    up. Returns (hparams, args, tf)."""
+    hparams = checked_hparams(parser, parsed)
+    args = search_args(parsed, parsed.quantize, parsed.jit_compile)
+    return hparams, args, setup_tf(args)
+
+
 def add_search_work_flags(parser: argparse.ArgumentParser) -> None:
     """The search's work: sentences, source and forced target lengths, beam size."""
     parser.add_argument("--batch", type=positive_int, default=32)

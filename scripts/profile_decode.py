@@ -58,15 +58,11 @@ def op_times(logdir: str):
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quantize", default="none", choices=("none", "int8"))
-    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--top", type=positive_int, default=30)
     import benchmark
-    benchmark.add_search_flags(parser)
+    benchmark.add_search_variant_flags(parser)
     parsed = parser.parse_args(argv)
-    hparams = benchmark.checked_hparams(parser, parsed)
-    args = benchmark.search_args(parsed, parsed.quantize, parsed.jit_compile)
-    tf = benchmark.setup_tf(args)
+    hparams, args, tf = benchmark.setup_search(parser, parsed)
     print(f"profile: quantize={parsed.quantize} {benchmark.describe(args, tf)}", flush=True)
     run = benchmark.make_decode(args, hparams)
     run()
