@@ -60,7 +60,10 @@ def install_token_major_layout() -> None:
         logits = ops.cast(ops.einsum("bqhd,bkhd->bhqk", q, k), "float32")
         if mask is not None:
             logits = ops.where(mask, logits, large_negative("float32"))
-        weights = ops.softmax(logits, axis=-1)
+        # One key (the first step, traced with static shapes): softmax is 1, as the
+        # library's attend says without Keras's warning about a size-1 softmax axis.
+        weights = (ops.ones_like(logits) if logits.shape[-1] == 1
+                   else ops.softmax(logits, axis=-1))
         context = ops.einsum("bhqk,bkhd->bqhd", ops.cast(weights, self.compute_dtype), v)
         shape = ops.shape(context)
         context = ops.reshape(context, (shape[0], shape[1], self.value_channels))
