@@ -59,7 +59,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -310,35 +310,41 @@ def same_weight_searches(args, hparams, change: Callable[[], None]):
     return (first, first_output), (second, second())
 
 
+def interleaved_timings(runs: Dict[str, Callable[[], object]], rounds: int,
+                        warmup_rounds: int = 0,
+                        before_each: Optional[Callable[[Callable[[], object]], None]] = None
+                        ) -> Dict[str, Tuple[list, list]]:
+    """Each of ``runs`` run in turn ``rounds`` times after ``warmup_rounds`` untimed rounds,
+    ``before_each(run)`` (untimed) before every timed run when given: {name: (wall
+    seconds per round, process CPU seconds per round)}. CPU time is what time-slicing by
+    other processes on a shared machine disturbs least."""
+    timings: Dict[str, Tuple[list, list]] = {name: ([], []) for name in runs}
+    for round_ in range(warmup_rounds + rounds):
+        for name, run in runs.items():
+            if before_each is not None:
+                before_each(run)
+            start, start_cpu = time.perf_counter(), time.process_time()
+            run()
+            if round_ >= warmup_rounds:
+                timings[name][0].append(time.perf_counter() - start)
+                timings[name][1].append(time.process_time() - start_cpu)
+    return timings
+
+
 def interleaved_seconds(runs: Dict[str, Callable[[], object]], rounds: int,
                         warmup_rounds: int = 0) -> Dict[str, list]:
     """Wall seconds of each of ``runs``, run in turn ``rounds`` times after
     ``warmup_rounds`` untimed rounds: {name: [seconds per round]}."""
-    seconds: Dict[str, list] = {name: [] for name in runs}
-    for round_ in range(warmup_rounds + rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            if round_ >= warmup_rounds:
-                seconds[name].append(time.perf_counter() - start)
-    return seconds
+    return {name: wall for name, (wall, _) in
+            interleaved_timings(runs, rounds, warmup_rounds).items()}
 
 
 def interleaved_wall_and_cpu(runs: Dict[str, Callable[[], object]], rounds: int
                              ) -> Dict[str, Tuple[float, float]]:
     """Each of ``runs`` run in turn ``rounds`` times: {name: (median wall seconds, median
-    process CPU seconds)}. CPU time is what time-slicing by other processes on a shared
-    machine disturbs least."""
-    wall: Dict[str, list] = {name: [] for name in runs}
-    cpu: Dict[str, list] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start, start_cpu = time.perf_counter(), time.process_time()
-            run()
-            wall[name].append(time.perf_counter() - start)
-            cpu[name].append(time.process_time() - start_cpu)
-    return {name: (statistics.median(wall[name]), statistics.median(cpu[name]))
-            for name in runs}
+    process CPU seconds)}."""
+    return {name: (statistics.median(wall), statistics.median(cpu))
+            for name, (wall, cpu) in interleaved_timings(runs, rounds).items()}
 
 
 def interleaved_medians(runs: Dict[str, Callable[[], object]], rounds: int,
@@ -502,8 +508,7 @@ def make_decode(args, hparams):
         return beam_search(decode_step, start, args.beam_size, target_length, vocab,
                            args.alpha, states=cache, eos_id=eos_id, stop_early=True,
                            max_length=target_length, growing_states=growing,
-                           expand_after_first_step=getattr(args, "expand_after_first_step",
-                                                           True))
+                           expand_after_first_step=args.expand_after_first_step)
 
     fn = tf.function(search, jit_compile=args.jit_compile)
 

@@ -286,15 +286,14 @@ def paired_seconds(runs: Dict[str, Callable[[], None]], rounds: int,
     each is timed warm, right after its own work, as in back-to-back batch translation
     (and not just after idling or after another library's work, which slowed t2t-lite's
     int8 search by 5-8% in three of four runs). Returns {name: [seconds per round]}."""
-    seconds: Dict[str, List[float]] = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            time.sleep(pause)
-            run()
-            start = time.perf_counter()
-            run()
-            seconds[name].append(time.perf_counter() - start)
-    return seconds
+    import benchmark
+
+    def warm_up(run):
+        time.sleep(pause)
+        run()
+
+    return {name: wall for name, (wall, _) in
+            benchmark.interleaved_timings(runs, rounds, before_each=warm_up).items()}
 
 
 def compare_paired(t2t_run: Callable[[], object], peer_runs: Dict[str, Callable[[], None]],

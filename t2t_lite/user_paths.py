@@ -254,11 +254,10 @@ class AtomicOutput:
             self.discard()
 
 
-def _writer_tag() -> str:
-    """``<host>-<pid>``: who writes a temporary file, in its name. The host keeps a
+def _host() -> str:
+    """This machine's name as a temporary file's name carries it (no dots): it keeps a
     shared file system's writers on other machines apart (their pids mean nothing here)."""
-    host = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
-    return f"{host}-{os.getpid()}"
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname()) or "host"
 
 
 def _process_is_gone(pid: int) -> bool:
@@ -278,8 +277,7 @@ def remove_dead_writers_temporaries(path: Union[str, Path]) -> list:
     removed paths. Errors are ignored: a file another cleaner removed first, or a
     directory that cannot be listed, are no reason to stop the work."""
     path = Path(path)
-    host = _writer_tag().rsplit("-", 1)[0]
-    pattern = re.compile(re.escape(f".{path.name}.{host}-") + r"(\d+)\.[^.]+\.tmp")
+    pattern = re.compile(re.escape(f".{path.name}.{_host()}-") + r"(\d+)\.[^.]+\.tmp")
     removed = []
     try:
         candidates = list(path.parent.iterdir())
@@ -301,8 +299,8 @@ def temporary_file_beside(path: Path) -> Tuple[int, Path]:
     file descriptor returned), after removing those that killed writers of the same
     ``path`` left there (``remove_dead_writers_temporaries``)."""
     remove_dead_writers_temporaries(path)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_writer_tag()}.",
-                                suffix=".tmp")
+    prefix = f".{path.name}.{_host()}-{os.getpid()}."
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=".tmp")
     return fd, Path(name)
 
 

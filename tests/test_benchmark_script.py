@@ -341,3 +341,27 @@ def test_growing_reorder_times_its_three_variants(capsys):
     difference = {line.split()[0]: float(line.split("difference ")[1].split()[0])
                   for line in lines[3:]}
     assert difference["lineage"] < 1e-3 < difference["no_gather"], lines
+
+
+def test_onednn_verbose_summary_sums_exec_lines_per_run(tmp_path, capsys):
+    log = tmp_path / "onednn.log"
+    log.write_text(
+        "onednn_verbose,v1,info,oneDNN v3\n"
+        "onednn_verbose,v1,primitive,create:cache_miss,cpu,matmul,brg,undef,src,,,2x3:3x4,0.5\n"
+        "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core,undef,src,,,2x3:3x4,1.5\n"
+        "onednn_verbose,v1,primitive,exec,cpu,matmul,brg_matmul:avx512_core,undef,src,,,2x3:3x4,2.5\n"
+        "onednn_verbose,v1,primitive,exec,cpu,inner_product,brgemm:avx512_core_vnni,undef,src,,,"
+        "mb128ic512oc512,6.0\n"
+        "some other output\n")
+    _script_module("onednn_verbose_summary").main([str(log), "--runs=2"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "oneDNN primitives: 5.0 ms per run over 2 run(s)"
+    assert lines[1].split() == ["3.0", "ms", "0.5", "calls", "6.000", "ms/call", "inner_product",
+                                "brgemm:avx512_core_vnni", "(all", "shapes)"]
+    assert lines[2].split()[:6] == ["2.0", "ms", "1.0", "calls", "2.000", "ms/call"]
+    assert lines[-1].split()[-1] == "2x3:3x4"
+    (tmp_path / "empty.log").write_text("no verbose lines\n")
+    with pytest.raises(SystemExit) as exit_info:
+        _script_module("onednn_verbose_summary").main([str(tmp_path / "empty.log")])
+    assert exit_info.value.code == 2
+    assert "holds no oneDNN 'exec' line" in capsys.readouterr().err
