@@ -145,3 +145,23 @@ def test_config_round_trip_and_errors():
         MultiHeadAttention(3, 16, 16, 16)
     with pytest.raises(ValueError, match="needs memory"):
         MultiHeadAttention(2, 8, 8, 8, self_attention=False)(np.zeros((1, 2, 8), "float32"))
+
+
+def test_both_products_run_in_the_caches_dtype():
+    """A bfloat16 cache (int8 decoding's choice) is attended in bfloat16 by both products:
+    neither the keys nor the values are cast to float32 first (the attention's Dropout
+    layer once cast the weights to float32, and the values with them)."""
+    import tensorflow as tf
+
+    layer = MultiHeadAttention(num_heads=2, key_channels=8, value_channels=8,
+                               output_channels=8)
+    layer.build((1, 1, 8))
+    q = tf.zeros([3, 2, 1, 4], tf.bfloat16)
+    k = v = tf.zeros([3, 2, 5, 4], tf.bfloat16)
+    graph = tf.function(lambda q, k, v: layer.attend(q, k, v, one_position=True)[0]
+                        ).get_concrete_function(q, k, v).graph
+    products = [op for op in graph.get_operations()
+                if op.type in ("Einsum", "BatchMatMulV2", "BatchMatMulV3")]
+    assert len(products) == 2
+    for op in products:
+        assert [t.dtype for t in op.inputs] == [tf.bfloat16, tf.bfloat16], op.name

@@ -200,7 +200,9 @@ class MultiHeadAttention(keras.layers.Layer):
         # size-1 softmax axis, so say it directly.
         weights = (ops.ones_like(logits) if logits.shape[-1] == 1
                    else ops.softmax(logits, axis=-1))
-        dropped = self.dropout_layer(ops.cast(weights, v.dtype), training=training)
+        # Dropout first, then the values' dtype: the Dropout layer casts its input to the
+        # layer's compute dtype, which turned a bfloat16 cache's product into float32.
+        dropped = ops.cast(self.dropout_layer(weights, training=training), v.dtype)
         context = ops.cast(ops.einsum(f"bhqk,bhkd->{queries}", dropped, v),
                            self.compute_dtype)
         if one_position:   # [b, h, 1, d_v] holds the order of [b, 1, h * d_v]
