@@ -3,10 +3,12 @@
     python scripts/bench_int8_rescale.py [--rounds=5]
 
 Every int8 matmul (``t2t_lite.layers.int8.int8_matmul``) rescales its exact integer
-products by the columns' scales and the rows' scales. oneDNN's kernel applies the
-columns' scales itself; the rows' scales (one per activation row, computed on every call)
-stay a pass of their own over the [rows, n] output, [128, 37,000] for the softmax
-projection. This script times ``scripts/benchmark.py decode``'s int8 search (base
+products by the columns' scales and the activations' scales. oneDNN's kernel applies the
+columns' scales itself, and the activation scale of the kernels quantized per tensor (the
+sublayers' inputs, the softmax projection's included); the rows' scales of the kernels
+quantized per row (the attention's output projection, the feed-forward's second layer:
+one scale per activation row, computed on every call) stay a pass of their own over the
+[rows, n] output. This script times ``scripts/benchmark.py decode``'s int8 search (base
 dimensions, V = 37,000, 32 sentences x 24 source tokens, beam 4, 30 forced target tokens,
 oneDNN's kernel where this process has it, no XLA) on the same weights twice in one
 process, interleaved ``--rounds`` times after one untimed round: as the library runs it,
@@ -30,9 +32,14 @@ def leave_out_rescaling() -> None:
     import tensorflow as tf
     from t2t_lite.layers import attention, embedding, feed_forward, int8
 
-    def unscaled_int8_matmul(x, kernel, dtype=tf.float32):
+    library = int8.int8_matmul
+
+    def unscaled_int8_matmul(x, kernel, dtype=tf.float32, bias=None, relu=False):
+        if kernel.per_tensor:   # oneDNN rescales these inside the product already
+            return library(x, kernel, dtype, bias=bias, relu=relu)
         shape = tf.shape(x)
         product, _ = int8.int8_product(tf.reshape(x, [-1, shape[-1]]), kernel)
+        product = int8._bias_relu(product, bias, relu)
         n = tf.shape(kernel.q)[1]
         return tf.cast(tf.reshape(product, tf.concat([shape[:-1], [n]], axis=0)), dtype)
 

@@ -27,11 +27,12 @@ MAX_TOLERANCE = 0.05
 MEAN_TOLERANCE = 0.01
 
 
-def reference_int8_matmul(x, w):
-    """numpy: x [m, k] per-row int8, w [k, n] per-column 7-bit, int64 product, rescaled."""
+def reference_int8_matmul(x, w, per_tensor=False):
+    """numpy: x [m, k] int8 per row (or with one scale), w [k, n] per-column 7-bit, int64
+    product, rescaled."""
     w_scale = np.abs(w).max(axis=0) / WEIGHT_LEVELS
     w_q = np.clip(np.round(w / w_scale), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int64)
-    x_scale = np.abs(x).max(axis=1, keepdims=True) / ACTIVATION_LEVELS
+    x_scale = np.abs(x).max(axis=None if per_tensor else 1, keepdims=True) / ACTIVATION_LEVELS
     x_q = np.round(x / x_scale).astype(np.int64)
     return (x_q @ w_q).astype(np.float64) * x_scale * w_scale
 
@@ -49,20 +50,49 @@ def test_int8_matmul_is_the_exact_int8_product_rescaled():
     assert 0 < np.abs(out - exact).max() < 0.05 * np.abs(exact).max()
 
 
+def test_per_tensor_int8_matmul_adds_bias_and_relu_after_one_scale():
+    """A per-tensor kernel: one activation scale for all rows (so a row of small values is
+    quantized more coarsely than per row would), then the bias and the ReLU."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((6, 3, 40)).astype(np.float32)
+    x[0] *= 0.01                                                 # rows far below the max
+    w = rng.standard_normal((40, 24)).astype(np.float32)
+    bias = rng.standard_normal(24).astype(np.float32)
+    kernel = Int8Kernel(w, per_tensor=True)
+    rows = x.reshape(18, 40)
+    for relu in (False, True):
+        out = int8_matmul(tf.constant(x), kernel, bias=tf.constant(bias), relu=relu).numpy()
+        expected = reference_int8_matmul(rows, w, per_tensor=True) + bias
+        expected = np.maximum(expected, 0) if relu else expected
+        np.testing.assert_allclose(out.reshape(18, 24), expected, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(reference_int8_matmul(rows, w, per_tensor=True)[:3],
+                           reference_int8_matmul(rows, w)[:3], rtol=1e-3, atol=0)
+
+
 ONEDNN_CHECK = r"""
 import numpy as np, tensorflow as tf
-from t2t_lite.layers.int8 import Int8Kernel, _xla_product, int8_matmul, kernel_name, quantize_rows
+from t2t_lite.layers.int8 import (Int8Kernel, _xla_product, int8_matmul, kernel_name,
+                                  quantize_rows, quantize_tensor)
 rng = np.random.default_rng(1)
 x = tf.constant(rng.standard_normal((33, 512)).astype(np.float32) * 3)
-kernels = [Int8Kernel(rng.standard_normal((512, 300)).astype(np.float32)) for _ in range(2)]
+bias = tf.constant(rng.standard_normal(300).astype(np.float32) * 20)
+# Per row, per row, then per tensor with a bias and a ReLU (both fused into oneDNN's op).
+kernels = [Int8Kernel(rng.standard_normal((512, 300)).astype(np.float32), per_tensor=i == 2)
+           for i in range(3)]
+options = [{}, {}, {"bias": bias, "relu": True}]
 x_q, scale = quantize_rows(x)
-expected = [_xla_product(x_q, k.q).numpy() * scale.numpy() * k.scale.numpy() for k in kernels]
-traced = [tf.function(lambda x, k=k: int8_matmul(x, k)) for k in kernels]
+expected = [_xla_product(x_q, k.q).numpy() * scale.numpy() * k.scale.numpy() for k in kernels[:2]]
+t_q, largest = quantize_tensor(x)
+expected.append(np.maximum(_xla_product(t_q, kernels[2].q).numpy() * kernels[2].scale.numpy()
+                           * (largest.numpy() / 127) + bias.numpy(), 0))
+traced = [tf.function(lambda x, k=k, o=o: int8_matmul(x, k, **o))
+          for k, o in zip(kernels, options)]
 differences = []
-for i in (0, 1, 0, 1):   # eager (one shared function), then traced (a weight copy per node)
-    differences.append(np.abs(int8_matmul(x, kernels[i]).numpy() - expected[i]).max())
+for i in (0, 1, 2, 0, 1, 2):   # eager (one shared function), then traced (a weight copy per node)
+    differences.append(np.abs(int8_matmul(x, kernels[i], **options[i]).numpy()
+                              - expected[i]).max())
     differences.append(np.abs(traced[i](x).numpy() - expected[i]).max())
-print(kernel_name(), float(max(differences)))
+print(kernel_name(), float(max(differences)), int((expected[2] == 0).sum()))
 """
 
 
@@ -77,9 +107,10 @@ def test_onednn_kernel_gives_the_xla_kernels_product(isa):
     result = subprocess.run([sys.executable, "-c", ONEDNN_CHECK], capture_output=True,
                             text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
-    name, difference = result.stdout.split()
+    name, difference, relu_zeros = result.stdout.split()
     assert name == "onednn"
     assert float(difference) < 1e-3   # the same int32 product; float rescaling order only
+    assert int(relu_zeros) > 1000     # the ReLU had work to do
 
 
 def _random_model(seed=3):
@@ -121,6 +152,13 @@ def test_quantized_random_model_logits_are_close_to_float32():
     assert len(weights.kernels) == 2 * (4 + 7) + 1
     assert all(k.q.dtype == tf.int8 and int(tf.reduce_max(tf.abs(tf.cast(k.q, tf.int32))))
                <= WEIGHT_LEVELS for k in weights.kernels)
+    # Per tensor: every attention's input projections, the feed-forward's first layer and
+    # the softmax projection (2 x (1 + 1) + 2 x (1 + 2 + 1) + 1); the rest per row.
+    per_tensor = sorted(k.name.rsplit("_", 1)[-1] for k in weights.kernels if k.per_tensor)
+    assert weights.activation_scales == "mixed" and len(per_tensor) == 13
+    assert set(per_tensor) == {"kernel", "hidden", "softmax"}
+    assert not any(k.per_tensor for k in weights.kernels
+                   if k.name.endswith(("output_kernel", "_output")))
     _assert_close(model(features).numpy(), reference)
     memory, mask = model.encode(features["inputs"])
     cache = model.initial_decode_cache(memory, mask, 0)
@@ -262,7 +300,7 @@ def test_an_xla_compiled_search_keeps_float32_self_attention():
     assert tf.function(first_cache_dtype)(inputs)[0].dtype == tf.bfloat16
     assert int8.describe_quantization(weights, jit_compile=True) == (
         "int8: matmul weights quantized (kernel xla inside the XLA-compiled search, "
-        "self-attention in the compute dtype)")
+        "activation scales mixed, self-attention in the compute dtype)")
 
 
 def test_attention_dtype_default_needs_onednn_and_bfloat16_arithmetic(monkeypatch):
@@ -292,6 +330,16 @@ def test_attention_dtype_default_needs_onednn_and_bfloat16_arithmetic(monkeypatc
 def test_bad_attention_dtype_is_refused():
     with pytest.raises(ValueError, match="attention_dtype must be one of"):
         quantize_model(_random_model(), attention_dtype="float16")
+
+
+def test_activation_scales_row_keeps_every_input_per_row_and_is_recorded():
+    model = _random_model()
+    weights = quantize_model(model, activation_scales="row")
+    assert not any(k.per_tensor for k in weights.kernels)
+    assert int8.quantize_record(weights)["int8_activation_scales"] == "row"
+    assert "activation scales row," in int8.describe_quantization(weights)
+    with pytest.raises(ValueError, match="activation_scales must be one of"):
+        quantize_model(model, activation_scales="column")
 
 
 def test_cpu_features_read_cpuinfo_flags(tmp_path, monkeypatch):

@@ -42,8 +42,8 @@ class FeedForward(keras.layers.Layer):
         hidden, output = get_kernel(self, "hidden"), get_kernel(self, "output")
         if hidden is not None and output is not None:  # int8 inference (quantize_model)
             dtype = self.compute_dtype
-            h = ops.relu(int8_matmul(x, hidden, dtype) + ops.cast(self.hidden.bias, dtype))
-            return int8_matmul(h, output, dtype) + ops.cast(self.output_dense.bias, dtype)
+            h = int8_matmul(x, hidden, dtype, bias=self.hidden.bias, relu=True)
+            return int8_matmul(h, output, dtype, bias=self.output_dense.bias)
         return self.output_dense(self.dropout_layer(self.hidden(x), training=training))
 
     def get_config(self):
