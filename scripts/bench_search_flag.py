@@ -11,8 +11,12 @@ one untimed round, and prints each one's median wall and process CPU seconds, th
 speed-up of ``on``, and whether the two searches returned the same ids and scores.
 
 Options: ``expand_after_first_step`` (step 0 on one row per sentence, the beams tiled
-after it) and ``memory_per_sentence`` (encoder-decoder keys and values once per
-sentence instead of tiled to the beams and reordered).
+after it), ``memory_per_sentence`` (encoder-decoder keys and values once per sentence
+instead of tiled to the beams and reordered), ``log_probs_from_softmax`` (each
+hypothesis's best tokens from the softmax, the log of those alone, instead of
+``log_softmax`` over the vocabulary) and, with ``--quantize=int8``, ``activation_scales``
+(on: the sublayers' inputs quantized per tensor, oneDNN rescaling inside the product;
+off: every input per row).
 """
 from __future__ import annotations
 
@@ -26,7 +30,11 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-OPTIONS = ("expand_after_first_step", "memory_per_sentence")
+# --option -> (the make_decode argument it sets, its value off, its value on).
+OPTIONS = {"expand_after_first_step": ("expand_after_first_step", False, True),
+           "memory_per_sentence": ("memory_per_sentence", False, True),
+           "log_probs_from_softmax": ("log_probs_from_softmax", False, True),
+           "activation_scales": ("int8_activation_scales", "row", "mixed")}
 
 
 def main(argv=None) -> None:
@@ -34,10 +42,13 @@ def main(argv=None) -> None:
     from t2t_lite.flag_fields import positive_int
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--option", required=True, choices=OPTIONS)
+    parser.add_argument("--option", required=True, choices=sorted(OPTIONS))
     parser.add_argument("--rounds", type=positive_int, default=9)
     benchmark.add_search_variant_flags(parser)
     parsed = parser.parse_args(argv)
+    if parsed.option == "activation_scales" and parsed.quantize != "int8":
+        parser.error("--option=activation_scales compares int8 activations; add "
+                     "--quantize=int8")
     hparams, args, tf = benchmark.setup_search(parser, parsed)
     import keras
     import numpy as np
@@ -46,7 +57,8 @@ def main(argv=None) -> None:
     runs, outputs = {}, {}
     for state in ("off", "on"):
         variant = copy.copy(args)
-        setattr(variant, parsed.option, state == "on")
+        attribute, off, on = OPTIONS[parsed.option]
+        setattr(variant, attribute, on if state == "on" else off)
         keras.utils.set_random_seed(0)
         runs[state] = benchmark.make_decode(variant, hparams)
         outputs[state] = runs[state]()            # the untimed round: traces it

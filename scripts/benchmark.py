@@ -32,7 +32,10 @@ they compute the same logits), ``--mixed_precision`` (bfloat16
 compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_threads``.
 ``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``), with the
 self-attention cache in the dtype the decoder picks for this CPU (``--int8_attention``
-sets it: float32 or bfloat16). ``decode``
+sets it: float32 or bfloat16) and the sublayers' inputs quantized per tensor
+(``--int8_activation_scales=row``: every input per row); as the decoder, an int8 search
+without XLA takes each hypothesis's best tokens from the softmax
+(``--[no-]log_probs_from_softmax``, ``beam_search``'s option). ``decode``
 sets ``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it, as ``t2t-lite-decoder``
 does; the first line names the CPU's SIMD flags (``cpu=``) and whether oneDNN is on.
 
@@ -279,6 +282,7 @@ def search_args(parsed: argparse.Namespace, quantize: str,
         inter_threads=0, batch=parsed.batch, source_length=parsed.source_length,
         target_length=parsed.target_length, beam_size=parsed.beam_size, alpha=0.6,
         memory_per_sentence=True, quantize=quantize, int8_attention=None,
+        int8_activation_scales="mixed", log_probs_from_softmax=None,
         expand_after_first_step=parsed.expand_after_first_step)
 
 
@@ -473,15 +477,19 @@ def make_decode(args, hparams):
     """The search over one fixed random batch as a tf.function; returns (run, check)."""
     import numpy as np
     import tensorflow as tf
-    from t2t_lite.decoding.beam_search import beam_search
+    from t2t_lite.decoding.beam_search import beam_search, log_probs_from_softmax_by_default
 
     model = build_model(args, hparams)
     eos_id, target_length, vocab = 1, args.target_length, args.vocab_size
     make_eos_lose(model, eos_id)
     if args.quantize == "int8":
         from t2t_lite.layers.int8 import describe_quantization, quantize_model
-        print(describe_quantization(quantize_model(model, args.int8_attention),
-                                    args.jit_compile), flush=True)
+        weights = quantize_model(model, args.int8_attention, args.int8_activation_scales)
+        print(describe_quantization(weights, args.jit_compile), flush=True)
+    from_softmax = args.log_probs_from_softmax
+    if from_softmax is None:   # the decoder's choice
+        from_softmax = log_probs_from_softmax_by_default(args.quantize == "int8",
+                                                         args.jit_compile)
     rng = np.random.default_rng(0)
     inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
     inputs[:, -1] = eos_id
@@ -508,7 +516,8 @@ def make_decode(args, hparams):
         return beam_search(decode_step, start, args.beam_size, target_length, vocab,
                            args.alpha, states=cache, eos_id=eos_id, stop_early=True,
                            max_length=target_length, growing_states=growing,
-                           expand_after_first_step=args.expand_after_first_step)
+                           expand_after_first_step=args.expand_after_first_step,
+                           log_probs_from_softmax=from_softmax)
 
     fn = tf.function(search, jit_compile=args.jit_compile)
 
@@ -684,8 +693,16 @@ def main(argv=None) -> None:
     decode.add_argument("--memory_per_sentence", action=argparse.BooleanOptionalAction,
                         default=False)
     decode.add_argument("--quantize", default="none", choices=("none", "int8"),
-                        help="int8: int8 weights, per-row int8 activations "
-                             "(t2t_lite.layers.int8)")
+                        help="int8: int8 weights and activations (t2t_lite.layers.int8)")
+    decode.add_argument("--int8_activation_scales", default="mixed",
+                        choices=("mixed", "row"),
+                        help="with --quantize=int8: the sublayers' inputs per tensor, the "
+                             "rest per row (mixed, the decoder's), or all per row")
+    decode.add_argument("--log_probs_from_softmax", default=None,
+                        action=argparse.BooleanOptionalAction,
+                        help="each hypothesis's best tokens from the softmax, their log "
+                             "alone (default: the decoder's choice, on for int8 without "
+                             "XLA)")
     decode.add_argument("--int8_attention", default=None, choices=("float32", "bfloat16"),
                         help="with --quantize=int8 --no-jit_compile: the self-attention "
                              "cache's dtype "
@@ -707,6 +724,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if getattr(args, "int8_attention", None) and args.quantize != "int8":
         parser.error("--int8_attention sets int8 decoding's self-attention; add "
+                     "--quantize=int8 or drop it")
+    if getattr(args, "int8_activation_scales", "mixed") != "mixed" and args.quantize != "int8":
+        parser.error("--int8_activation_scales sets int8 decoding's activations; add "
                      "--quantize=int8 or drop it")
     if getattr(args, "int8_attention", None) and args.jit_compile:
         parser.error("--int8_attention applies without XLA (an XLA-compiled search keeps "

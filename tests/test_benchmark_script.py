@@ -248,7 +248,12 @@ POSITIVE = "must be a positive integer, got 0"
      "unknown hparams set 'nope'"),
     ("profile_decode", ["--top=0"], f"argument --top: {POSITIVE}"),
     ("bench_search_flag", ["--option=fused_qkv"], "argument --option: invalid choice"),
+    ("bench_search_flag", ["--option=activation_scales"],
+     "--option=activation_scales compares int8 activations; add --quantize=int8"),
     ("bench_growing_reorder", ["--rounds=0"], f"argument --rounds: {POSITIVE}"),
+    ("benchmark", ["decode", "--int8_activation_scales=row"],
+     "--int8_activation_scales sets int8 decoding's activations; add --quantize=int8 or "
+     "drop it"),
     ("benchmark", ["decode", "--repeats=0"], f"argument --repeats: {POSITIVE}"),
     ("benchmark", ["decode", "--int8_attention=bfloat16"],
      "--int8_attention sets int8 decoding's self-attention; add --quantize=int8 or drop it"),
@@ -329,6 +334,29 @@ def test_search_flag_ab_runs_both_and_finds_the_first_step_changes_nothing(capsy
                             rf"\(median of 1\)", line), line
     assert re.fullmatch(r"speed-up of expand_after_first_step: [\d.]+x wall, [\d.]+x CPU; "
                         r"same ids: True, largest score difference: 0", lines[-1]), lines[-1]
+
+
+@pytest.mark.parametrize("option", ["activation_scales", "log_probs_from_softmax"])
+def test_search_flag_ab_times_the_int8_options(option, capsys):
+    """Both searches run; per-tensor activations change the numbers (not necessarily the
+    ids of a tiny model), the softmax's log-probabilities only their last bits."""
+    script = _script_module("bench_search_flag")
+    script.main([f"--option={option}", "--quantize=int8", "--hparams_set=transformer_tiny",
+                 "--vocab_size=50", "--batch=3", "--beam_size=3", "--source_length=4",
+                 "--target_length=5", "--rounds=1"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith(f"{option} A/B: quantize=int8 ")
+    scales = [line for line in lines if line.startswith("int8: ")]
+    expected = ["row", "mixed"] if option == "activation_scales" else ["mixed", "mixed"]
+    assert [f"activation scales {e}," in line for e, line in zip(expected, scales)] == [True] * 2
+    match = re.fullmatch(rf"speed-up of {option}: [\d.]+x wall, [\d.]+x CPU; same ids: "
+                         r"(True|False), largest score difference: ([\d.e+-]+)", lines[-1])
+    assert match, lines[-1]
+    difference = float(match.group(2))
+    if option == "activation_scales":
+        assert difference > 0
+    else:
+        assert match.group(1) == "True" and difference < 1e-5
 
 
 def test_growing_reorder_times_its_three_variants(capsys):

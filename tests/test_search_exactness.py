@@ -2,6 +2,7 @@
 before its speed work returned (tests/reference_beam_search.py), on random-weight
 Transformers of several shapes, beam 1 and 4, with sentences ending early (EOS favoured)
 and not (EOS forbidden before the last position), and on logits full of ties."""
+import functools
 import importlib
 
 import keras
@@ -108,6 +109,71 @@ def test_optimised_search_equals_the_reference_under_xla():
         out[name] = [t.numpy() for t in fn(inputs)]
     for new, reference in zip(out["new"], out["reference"]):
         np.testing.assert_array_equal(new, reference)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize("eos_bias", [2.0, -30.0], ids=["eos_early", "eos_late"])
+def test_log_probs_from_softmax_keeps_the_reference_ids(shape, eos_bias):
+    """``log_probs_from_softmax`` (the int8 decoder's): the reference's ids, scores within
+    float32 rounding (the log of a softmax is not ``log_softmax`` bit for bit), with
+    shrinking and step 0 on one row per sentence as the Translator searches."""
+    hparams, vocab = SHAPES[shape]
+    keras.utils.set_random_seed(11)
+    model = Transformer(hparams, vocab)
+    model.build()
+    inputs = _inputs(vocab, [7, 3, 12, 5, 9, 1, 4, 10, 2], seed=4)
+    ran = {}
+    searches = [("reference", reference_beam_search.beam_search, False),
+                ("softmax", functools.partial(beam_search, log_probs_from_softmax=True,
+                                              expand_after_first_step=True), True)]
+    for name, search, shrink in searches:
+        fn = tf.function(lambda x, search=search, shrink=shrink: _search(
+            search, model, vocab, x, 4, eos_bias, 6, True, shrink))
+        ran[name] = [t.numpy() for t in fn(inputs)]
+    np.testing.assert_array_equal(ran["softmax"][0], ran["reference"][0])
+    np.testing.assert_allclose(ran["softmax"][1], ran["reference"][1], rtol=1e-5, atol=1e-5)
+
+
+def test_log_probs_from_softmax_takes_the_softmax_tokens_where_they_prove_the_ranking(
+        monkeypatch):
+    """Eagerly (``tf.cond`` runs one branch): steps use the softmax's kept tokens, whose
+    log-probabilities are the log of the softmax's (within 2e-6 of log_softmax's), and
+    the steps where they cannot prove the ranking fall back to the whole matrix."""
+    hparams, vocab = SHAPES["d64_v1000_pre"]
+    keras.utils.set_random_seed(11)
+    model = Transformer(hparams, vocab)
+    model.build()
+    inputs = _inputs(vocab, [7, 3, 12, 5, 9], seed=4)
+    calls = {"softmax": 0, "whole matrix": 0}
+    kept_differences = []
+    softmax_candidates = beam_search_module._softmax_candidates
+    all_candidates = beam_search_module._all_candidates
+    candidates_from_kept = beam_search_module._candidates_from_kept
+
+    def counting_softmax(logits, *args):
+        calls["softmax"] += 1
+        exact = tf.nn.log_softmax(logits)
+        kept = tf.math.log(search_common.top_k_last_axis(tf.nn.softmax(logits), 9)[0])
+        kept_differences.append(float(tf.reduce_max(tf.abs(
+            kept - search_common.top_k_last_axis(exact, 9)[0]))))
+        return softmax_candidates(logits, *args)
+
+    def counting_all(*args):
+        calls["whole matrix"] += 1
+        return all_candidates(*args)
+
+    monkeypatch.setattr(beam_search_module, "_softmax_candidates", counting_softmax)
+    monkeypatch.setattr(beam_search_module, "_all_candidates", counting_all)
+    monkeypatch.setattr(beam_search_module, "_candidates_from_kept", candidates_from_kept)
+    search = functools.partial(beam_search, log_probs_from_softmax=True)
+    ids, _ = _search(search, model, vocab, inputs, 4, -30.0, 6, True)
+    reference_ids, _ = _search(reference_beam_search.beam_search, model, vocab, inputs, 4,
+                               -30.0, 6, True)
+    np.testing.assert_array_equal(ids.numpy(), reference_ids.numpy())
+    assert calls["softmax"] == ids.shape[2]             # every step of the longest sentence
+    # Falls back at each sentence's last position (EOS forced) and at ranking ties.
+    assert 0 < calls["whole matrix"] < calls["softmax"]
+    assert 0 < max(kept_differences) < 2e-6
 
 
 def _beams(alive, seed, vocab):

@@ -31,7 +31,7 @@ the model's states. Without one the graph is the unconstrained search's.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
@@ -97,7 +97,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                 growing_states: bool = False,
                 sentence_states: Any = None,
                 shrink: bool = False,
-                expand_after_first_step: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
+                expand_after_first_step: bool = False,
+                log_probs_from_softmax: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
     """Beam search over ``b`` sentences; returns every sentence's ``k`` hypotheses, best first.
 
     Args:
@@ -138,6 +139,15 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         number of rows per sentence (``Transformer.sentence_decode_step`` does). Changes no
         result when a sentence's step-0 logits do not depend on how many rows the batch
         holds (exactly so with int8 weights; float32 products may round differently).
+      log_probs_from_softmax: take each hypothesis's ``2k + 1`` best tokens from the
+        step's softmax (one fused oneDNN op where oneDNN's ops are on) and the log of
+        those alone, instead of ``log_softmax`` over all [b*k, V] (half the passes over
+        the logits; the int8 decoder uses it). The log of a softmax rounds differently
+        from ``log_softmax``: scores differ in their last float32 bits and two
+        extensions a few ulps apart may swap, so the search is no longer bit-identical
+        to the reference. Steps where a sentence is at its last position, where the kept
+        tokens cannot prove the ranking (``_top_candidates``), or with a ``constraint``
+        take ``log_softmax``.
 
     Returns:
       ids: int32 [b, k, T], without the initial id, EOS-terminated, 0 after EOS.
@@ -152,6 +162,8 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     decode_length, max_length = decode_lengths(decode_length, batch, max_length)
     k = beam_size
     with_sentence_states = sentence_states is not None
+    from_softmax = (log_probs_from_softmax and constraint is None
+                    and 2 * k + 1 < vocab_size)
 
     def step(i, beams: Beams, states, constraint_state, sentence_states, active, out,
              decode_length, untiled=False):
@@ -165,12 +177,19 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         else:
             logits, states = symbols_to_logits_fn(ids, i, states)
         row_decode_length = decode_length if untiled else tf.repeat(decode_length, k)
-        log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
-                                   constraint_state, floor=False)    # [a*k or a, V]
-        if untiled:   # what the k identical rows would have given
-            log_probs = tf.repeat(log_probs, k, axis=0)
-        candidates = _top_candidates(tf.reshape(log_probs, [rows, k, vocab_size]),
-                                     beams, i, alpha)
+
+        def all_log_probs():                                              # [a, k, V]
+            log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
+                                       constraint_state, floor=False)    # [a*k or a, V]
+            if untiled:   # what the k identical rows would have given
+                log_probs = tf.repeat(log_probs, k, axis=0)
+            return tf.reshape(log_probs, [rows, k, vocab_size])
+
+        if from_softmax:
+            candidates = _softmax_candidates(logits, all_log_probs, beams, i, alpha,
+                                             tf.reduce_any(i + 1 >= decode_length), untiled)
+        else:
+            candidates = _top_candidates(all_log_probs(), beams, i, alpha)
         new_beams, origin = _select(candidates, beams, k, eos_id)
         tokens = tf.reshape(new_beams.alive_last, [-1])
         beams = _freeze_done(beams, new_beams)
@@ -215,6 +234,14 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     if shrink:
         beams = _scatter_beams(out, active, beams)
     return _results(beams, alpha)
+
+
+def log_probs_from_softmax_by_default(quantized: bool, jit_compile: bool) -> bool:
+    """The decoder's ``log_probs_from_softmax``: on for int8 models searched without XLA
+    (where ``python scripts/bench_search_flag.py --option=log_probs_from_softmax
+    --quantize=int8`` measured it), off otherwise, so that float32 decoding stays
+    bit-identical to the reference search."""
+    return quantized and not jit_compile
 
 
 def _drop_done(beams: Beams, origin, tokens, sentence_states, active, out, decode_length,
@@ -292,15 +319,45 @@ def _top_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
                                            alpha))
 
 
+def _softmax_candidates(logits, all_log_probs: Callable[[], tf.Tensor], beams: Beams,
+                        step, alpha: float, at_last_position, untiled: bool) -> Candidates:
+    """``_top_candidates`` with each hypothesis's ``2k + 1`` best tokens taken from the
+    softmax of ``logits`` [b*k, V] (or [b, V] when ``untiled``: step 0 on one row per
+    sentence) and their log-probabilities as the log of those probabilities
+    (``beam_search``'s ``log_probs_from_softmax``). Falls back to ``_all_candidates`` on
+    ``all_log_probs()`` [b, k, V] (run only then) where the kept tokens cannot prove the
+    ranking or ``at_last_position`` (bool scalar: a sentence may only emit EOS now)."""
+    k = beams.alive_log_probs.shape[1]
+    probabilities = tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+    values, tokens = top_k_last_axis(probabilities, 2 * k + 1)         # [n, 2k+1]
+    log_values = tf.math.log(values)
+    if untiled:   # what the k identical rows would have given
+        log_values, tokens = tf.repeat(log_values, k, axis=0), tf.repeat(tokens, k, axis=0)
+    rows = tf.shape(beams.alive_log_probs)[0]
+    candidates, exact = _candidates_from_kept(tf.reshape(log_values, [rows, k, 2 * k + 1]),
+                                              tf.reshape(tokens, [rows, k, 2 * k + 1]),
+                                              beams, step, alpha)
+    return tf.cond(exact & ~at_last_position, lambda: candidates,
+                   lambda: _all_candidates(tf.maximum(all_log_probs(), NEG_INF), beams, step,
+                                           alpha))
+
+
 def _kept_candidates(log_probs, beams: Beams, step, alpha: float
                      ) -> Tuple[Candidates, tf.Tensor]:
     """``_top_candidates`` from each hypothesis's ``2k + 1`` best tokens, and whether that
     is provably the reference's answer (bool scalar: no sentence has a left-out extension
     scoring at or above its ``2k``-th chosen one). log_probs [b, k, V], 2k + 1 < V."""
-    batch, k = tf.shape(log_probs)[0], log_probs.shape[1]
+    values, tokens = top_k_last_axis(log_probs, 2 * log_probs.shape[1] + 1)   # [b, k, 2k+1]
+    return _candidates_from_kept(values, tokens, beams, step, alpha)
+
+
+def _candidates_from_kept(values, tokens, beams: Beams, step, alpha: float
+                          ) -> Tuple[Candidates, tf.Tensor]:
+    """``_kept_candidates`` from each hypothesis's ``2k + 1`` best tokens ``tokens`` int32
+    [b, k, 2k+1] and their log-probabilities ``values`` (best first)."""
+    batch, k = tf.shape(values)[0], values.shape[1]
     kept = 2 * k
     penalty = length_penalty(step + 1, alpha)
-    values, tokens = top_k_last_axis(log_probs, kept + 1)               # [b, k, 2k+1]
     sums = beams.alive_log_probs[:, :, None] + tf.maximum(values, NEG_INF)
     scores = sums / penalty
     # The 2k kept per hypothesis, in token order, so that [b, k * 2k] is in index order.

@@ -30,11 +30,12 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
-from t2t_lite.decoding.beam_search import beam_search
+from t2t_lite.decoding.beam_search import beam_search, log_probs_from_softmax_by_default
 from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
 from t2t_lite.decoding.search_common import SearchConstraint
 from t2t_lite.errors import UserError
+from t2t_lite.layers.int8 import quantization_of
 
 logger = logging.getLogger(__name__)
 
@@ -188,9 +189,12 @@ class Translator:
             step_fn = self.model.sentence_decode_step(self.beam_size, growing=growing)
             options.update(sentence_states=constants, shrink=True)
         # Step 0 on one row per sentence (its beams are identical then), as CTranslate2.
+        from_softmax = log_probs_from_softmax_by_default(
+            quantization_of(self.model) == "int8", self.jit_compile)
         return beam_search(step_fn, start, self.beam_size, decode_length, self.vocab_size,
                            self.alpha, stop_early=not self.return_beams,
-                           expand_after_first_step=True, **options)
+                           expand_after_first_step=True,
+                           log_probs_from_softmax=from_softmax, **options)
 
     def _bucket_fn(self, length: int) -> Callable:
         """The search for inputs [None, length], traced on first use: once per bucket
