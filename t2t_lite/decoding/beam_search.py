@@ -141,8 +141,9 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         holds (exactly so with int8 weights; float32 products may round differently).
       log_probs_from_softmax: take each hypothesis's ``2k + 1`` best tokens from the
         step's softmax (one fused oneDNN op where oneDNN's ops are on) and the log of
-        those alone, instead of ``log_softmax`` over all [b*k, V] (half the passes over
-        the logits; the int8 decoder uses it). The log of a softmax rounds differently
+        those alone, instead of ``log_softmax`` over all [b*k, V] (fewer passes over the
+        logits: ``scripts/bench_search_flag.py --option=log_probs_from_softmax``; the
+        int8 decoder uses it). The log of a softmax rounds differently
         from ``log_softmax``: scores differ in their last float32 bits and two
         extensions a few ulps apart may swap, so the search is no longer bit-identical
         to the reference. Steps where a sentence is at its last position, where the kept
