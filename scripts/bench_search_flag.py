@@ -16,7 +16,8 @@ instead of tiled to the beams and reordered), ``log_probs_from_softmax`` (each
 hypothesis's best tokens from the softmax, the log of those alone, instead of
 ``log_softmax`` over the vocabulary) and, with ``--quantize=int8``, ``activation_scales``
 (on: the sublayers' inputs quantized per tensor, oneDNN rescaling inside the product;
-off: every input per row).
+off: every input per row) and ``activation_scales_tensor`` (on: every input per tensor;
+off: the sublayers' inputs alone, the default).
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ for path in (ROOT, os.path.join(ROOT, "scripts")):
 OPTIONS = {"expand_after_first_step": ("expand_after_first_step", False, True),
            "memory_per_sentence": ("memory_per_sentence", False, True),
            "log_probs_from_softmax": ("log_probs_from_softmax", False, True),
-           "activation_scales": ("int8_activation_scales", "row", "mixed")}
+           "activation_scales": ("int8_activation_scales", "row", "mixed"),
+           "activation_scales_tensor": ("int8_activation_scales", "mixed", "tensor")}
 
 
 def main(argv=None) -> None:
@@ -46,8 +48,8 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=positive_int, default=9)
     benchmark.add_search_variant_flags(parser)
     parsed = parser.parse_args(argv)
-    if parsed.option == "activation_scales" and parsed.quantize != "int8":
-        parser.error("--option=activation_scales compares int8 activations; add "
+    if parsed.option.startswith("activation_scales") and parsed.quantize != "int8":
+        parser.error(f"--option={parsed.option} compares int8 activations; add "
                      "--quantize=int8")
     hparams, args, tf = benchmark.setup_search(parser, parsed)
     import keras

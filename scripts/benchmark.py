@@ -33,7 +33,8 @@ compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_thread
 ``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``), with the
 self-attention cache in the dtype the decoder picks for this CPU (``--int8_attention``
 sets it: float32 or bfloat16) and the sublayers' inputs quantized per tensor
-(``--int8_activation_scales=row``: every input per row); as the decoder, an int8 search
+(``--int8_activation_scales=row``: every input per row; ``tensor``: every input per
+tensor); as the decoder, an int8 search
 without XLA takes each hypothesis's best tokens from the softmax
 (``--[no-]log_probs_from_softmax``, ``beam_search``'s option). ``decode``
 sets ``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it, as ``t2t-lite-decoder``
@@ -68,6 +69,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from t2t_lite.commands.quantize_flag import ACTIVATION_SCALES  # noqa: E402  (no TF)
 from t2t_lite.flag_fields import non_negative_int, positive_int  # noqa: E402  (no TF)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -695,9 +697,10 @@ def main(argv=None) -> None:
     decode.add_argument("--quantize", default="none", choices=("none", "int8"),
                         help="int8: int8 weights and activations (t2t_lite.layers.int8)")
     decode.add_argument("--int8_activation_scales", default="mixed",
-                        choices=("mixed", "row"),
+                        choices=ACTIVATION_SCALES,
                         help="with --quantize=int8: the sublayers' inputs per tensor, the "
-                             "rest per row (mixed, the decoder's), or all per row")
+                             "rest per row (mixed, the decoder's default), all per row or "
+                             "all per tensor")
     decode.add_argument("--log_probs_from_softmax", default=None,
                         action=argparse.BooleanOptionalAction,
                         help="each hypothesis's best tokens from the softmax, their log "

@@ -336,7 +336,8 @@ def test_search_flag_ab_runs_both_and_finds_the_first_step_changes_nothing(capsy
                         r"same ids: True, largest score difference: 0", lines[-1]), lines[-1]
 
 
-@pytest.mark.parametrize("option", ["activation_scales", "log_probs_from_softmax"])
+@pytest.mark.parametrize("option", ["activation_scales", "activation_scales_tensor",
+                                    "log_probs_from_softmax"])
 def test_search_flag_ab_times_the_int8_options(option, capsys):
     """Both searches run; per-tensor activations change the numbers (not necessarily the
     ids of a tiny model), the softmax's log-probabilities only their last bits."""
@@ -347,13 +348,14 @@ def test_search_flag_ab_times_the_int8_options(option, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith(f"{option} A/B: quantize=int8 ")
     scales = [line for line in lines if line.startswith("int8: ")]
-    expected = ["row", "mixed"] if option == "activation_scales" else ["mixed", "mixed"]
+    expected = {"activation_scales": ["row", "mixed"],
+                "activation_scales_tensor": ["mixed", "tensor"]}.get(option, ["mixed"] * 2)
     assert [f"activation scales {e}," in line for e, line in zip(expected, scales)] == [True] * 2
     match = re.fullmatch(rf"speed-up of {option}: [\d.]+x wall, [\d.]+x CPU; same ids: "
                          r"(True|False), largest score difference: ([\d.e+-]+)", lines[-1])
     assert match, lines[-1]
     difference = float(match.group(2))
-    if option == "activation_scales":
+    if option.startswith("activation_scales"):
         assert difference > 0
     else:
         assert match.group(1) == "True" and difference < 1e-5

@@ -19,6 +19,7 @@ from t2t_lite.models.transformer import Transformer
 
 from run_dir_helpers import tiny_run_dir
 from test_exporter import DECODE_HPARAMS, SENTENCES, serve_in_fresh_process
+from test_translator import _NoVocab
 
 # Stated tolerance of int8 logits against float32 on a random-weight model: the largest
 # absolute difference at most 5% of the float32 logits' largest magnitude, the mean
@@ -236,7 +237,8 @@ def test_the_decoder_turns_on_onednn_for_float32_unless_the_environment_says(env
     code = ("import os, sys, argparse\n"
             "from t2t_lite.commands.quantize_flag import prepare_decoder_command\n"
             f"prepare_decoder_command(argparse.Namespace(output_dir={str(run_dir)!r}, "
-            "quantize='none', t2t_usr_dir='', decode_hparams=''))\n"
+            "quantize='none', int8_activation_scales='mixed', t2t_usr_dir='', "
+            "decode_hparams=''))\n"
             "assert 'tensorflow' not in sys.modules\n"
             "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))\n")
     env = {key: value for key, value in os.environ.items() if key != "TF_ENABLE_ONEDNN_OPTS"}
@@ -332,14 +334,103 @@ def test_bad_attention_dtype_is_refused():
         quantize_model(_random_model(), attention_dtype="float16")
 
 
-def test_activation_scales_row_keeps_every_input_per_row_and_is_recorded():
+@pytest.mark.parametrize("scales, per_tensor", [("row", 0), ("tensor", 23)])
+def test_activation_scales_row_or_tensor_apply_to_every_input_and_are_recorded(scales,
+                                                                             per_tensor):
     model = _random_model()
-    weights = quantize_model(model, activation_scales="row")
-    assert not any(k.per_tensor for k in weights.kernels)
-    assert int8.quantize_record(weights)["int8_activation_scales"] == "row"
-    assert "activation scales row," in int8.describe_quantization(weights)
+    weights = quantize_model(model, activation_scales=scales)
+    assert sum(k.per_tensor for k in weights.kernels) == per_tensor == (
+        len(weights.kernels) if scales == "tensor" else 0)
+    assert int8.quantize_record(weights)["int8_activation_scales"] == scales
+    assert f"activation scales {scales}," in int8.describe_quantization(weights)
     with pytest.raises(ValueError, match="activation_scales must be one of"):
         quantize_model(model, activation_scales="column")
+
+
+@pytest.mark.parametrize("per_tensor", [False, True])
+def test_a_rows_product_depends_on_the_other_rows_only_with_one_scale_per_tensor(per_tensor):
+    """Per row, a row's int8 product is the same alone and in a batch; per tensor, a row
+    with a larger range beside it coarsens its quantization (the decoder's batch_size can
+    then change a translation: docs/decoding.md)."""
+    rng = np.random.default_rng(5)
+    kernel = Int8Kernel(rng.standard_normal([64, 48]).astype(np.float32),
+                        per_tensor=per_tensor)
+    row = rng.standard_normal([1, 64]).astype(np.float32)
+    batch = np.concatenate([row, 30 * rng.standard_normal([3, 64]).astype(np.float32)])
+    alone = int8_matmul(tf.constant(row), kernel).numpy()[0]
+    in_batch = int8_matmul(tf.constant(batch), kernel).numpy()[0]
+    if per_tensor:
+        assert np.abs(alone - in_batch).max() > 1e-2 * np.abs(alone).max()
+    else:
+        np.testing.assert_array_equal(alone, in_batch)
+
+
+def test_row_scales_translate_each_sentence_as_alone_in_its_batch():
+    """With every input per row, an int8 search gives each sentence the translation it
+    gets alone, as float32 does: the batch reaches the int8 products only through float
+    rounding (the float ops' results for a row differ in the last bits with the batch's
+    shape, enough to move a value across an int8 rounding boundary now and then: scores
+    moved by up to 0.011 here). Per tensor, two of these five sentences changed."""
+    from t2t_lite.decoding.translator import Translator
+    model = _random_model(seed=11)
+    quantize_model(model, activation_scales="row")
+    translator = Translator(model, vocabulary=_NoVocab(), beam_size=4, alpha=0.6,
+                            extra_length=5, max_input_length=8)
+    rng = np.random.default_rng(2)
+    batch = np.zeros([5, 8], np.int32)
+    for row, length in enumerate([8, 3, 6, 8, 5]):
+        batch[row, :length - 1] = rng.integers(3, 300, length - 1)
+        batch[row, length - 1] = 1
+    ids, scores = translator.translate_ids(tf.constant(batch))
+    for row in range(5):
+        alone_ids, alone_scores = translator.translate_ids(tf.constant(batch[row:row + 1]))
+        np.testing.assert_array_equal(alone_ids.numpy()[0], ids.numpy()[row])
+        np.testing.assert_allclose(alone_scores.numpy()[0], scores.numpy()[row], atol=0.05)
+
+
+@pytest.mark.slow
+def test_the_decoder_and_exporter_pass_int8_activation_scales_on(capsys, tmp_path):
+    run_dir = str(tiny_run_dir())
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(SENTENCES[:2]) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert decoder.main(["--output_dir", run_dir, "--decode_from_file", str(source),
+                         "--decode_to_file", str(tmp_path / "out.txt"), "--decode_hparams",
+                         DECODE_HPARAMS, "--quantize=int8",
+                         "--int8_activation_scales=row"]) == 0
+    assert "activation scales row," in capsys.readouterr().err
+    assert len((tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()) == 2
+    export_dir = tmp_path / "export"
+    assert exporter.main(["--output_dir", run_dir, "--export_dir", str(export_dir),
+                          "--decode_hparams", DECODE_HPARAMS, "--quantize=int8",
+                          "--int8_activation_scales=tensor"]) == 0
+    info = json.loads((export_dir / "t2t_lite_export.json").read_text())
+    assert info["int8_activation_scales"] == "tensor"
+
+
+@pytest.mark.parametrize("command", ["decoder", "exporter"])
+@pytest.mark.parametrize("flags, message", [
+    (["--quantize=int8", "--int8_activation_scales=column"],
+     "error: --int8_activation_scales=column is not supported; use one of mixed, row, "
+     "tensor"),
+    (["--int8_activation_scales=row"],
+     "error: --int8_activation_scales=row sets int8 decoding's activations; add "
+     "--quantize=int8 or drop it")])
+def test_bad_activation_scales_flag_is_one_error_line(capsys, tmp_path, command, flags,
+                                                      message):
+    run_dir = str(tiny_run_dir())
+    capsys.readouterr()
+    if command == "decoder":
+        source = tmp_path / "in.txt"
+        source.write_text("one\n")
+        status = decoder.main(["--output_dir", run_dir, "--decode_from_file", str(source)]
+                              + flags)
+    else:
+        status = exporter.main(["--output_dir", run_dir, "--export_dir",
+                                str(tmp_path / "export")] + flags)
+    assert status == 2
+    assert capsys.readouterr().err.strip().splitlines() == [message]
+    assert not (tmp_path / "export").exists()
 
 
 def test_cpu_features_read_cpuinfo_flags(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""Int8 inference: weights stored as int8, activations quantized per row at run time.
+"""Int8 inference: weights stored as int8, activations quantized at run time.
 
 ``quantize_model(model)`` replaces, for inference, every matmul of a built and restored
 ``Transformer`` (fused Q/K/V, Q, K/V and output projections, both feed-forward layers and
@@ -24,7 +24,16 @@ product, with the feed-forward's bias and ReLU (no pass over the product in Tens
 ``python scripts/bench_search_flag.py --option=activation_scales`` times it). The
 attention's output projection (over attention contexts) and the feed-forward's second
 layer (over ReLU outputs, whose rows differ most) stay per row. ``"row"``: every input per
-row.
+row; ``"tensor"``: every input per tensor.
+
+A scale per tensor is taken over every row of the call: a batch's sentences (and, in a
+search, their hypotheses) share it, so under ``"mixed"`` or ``"tensor"`` a sentence's
+translation can change with the rest of its batch (with the decoder's ``batch_size``, or
+with the other requests an export is called with). Under ``"row"`` each row is quantized
+alone: the batch reaches a row's product only through float rounding (a float op's
+result for a row can differ in its last bits with the batch's shape, and now and then
+that moves a value across an int8 rounding boundary), so translations depend on the
+batch about as little as float32's do (``docs/decoding.md`` has the measured figures).
 
 Two kernels compute the same int32 product:
 
@@ -65,13 +74,12 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
+from t2t_lite.commands.quantize_flag import ACTIVATION_SCALES
 from t2t_lite.cpu_features import has_native_bfloat16
 
 WEIGHT_LEVELS = 63.0       # 7-bit weights (see the module docstring)
 ACTIVATION_LEVELS = 127.0  # 8-bit activations
-QUANTIZE_CHOICES = ("none", "int8")
 ATTENTION_DTYPES = ("float32", "bfloat16")
-ACTIVATION_SCALES = ("mixed", "row")   # quantize_model's activation_scales (docstring)
 # The kernels whose inputs are a sublayer's input: quantized per tensor under "mixed".
 PER_TENSOR_KERNELS = frozenset({"qkv_kernel", "q_kernel", "kv_kernel", "hidden", "softmax"})
 
@@ -297,7 +305,8 @@ def _attach(layer, name: str, weights, kernels: List[Int8Kernel],
     if table is None:
         table = {}
         object.__setattr__(layer, "_t2t_int8_kernels", table)  # untracked by Keras
-    per_tensor = activation_scales == "mixed" and name in PER_TENSOR_KERNELS
+    per_tensor = activation_scales == "tensor" or (activation_scales == "mixed"
+                                                   and name in PER_TENSOR_KERNELS)
     kernel = Int8Kernel(weights, name=f"{layer.name}_{name}", per_tensor=per_tensor)
     table[name] = kernel
     kernels.append(kernel)
@@ -310,7 +319,7 @@ def quantize_model(model, attention_dtype: Optional[str] = None,
     self-attention layers' decoding cache to ``attention_dtype`` (float32 or bfloat16;
     None: ``default_attention_dtype()``, or the model's compute dtype where that is
     None). ``activation_scales``: ``"mixed"`` (the sublayers' inputs per tensor, the rest
-    per row) or ``"row"`` (module docstring). Returns the kernels as one ``tf.Module``
+    per row), ``"row"`` or ``"tensor"`` (module docstring). Returns the kernels as one ``tf.Module``
     (also ``model.int8_weights``) for SavedModel tracking. Calling it again re-quantizes
     from the current float32 variables."""
     from t2t_lite.layers.attention import MultiHeadAttention
