@@ -69,7 +69,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from t2t_lite.commands.quantize_flag import ACTIVATION_SCALES  # noqa: E402  (no TF)
+from t2t_lite.layers.int8_scales import ACTIVATION_SCALES  # noqa: E402  (no TF)
 from t2t_lite.flag_fields import non_negative_int, positive_int  # noqa: E402  (no TF)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -14,11 +14,9 @@ import argparse
 import os
 import sys
 
+from t2t_lite.layers.int8_scales import ACTIVATION_SCALES  # no TensorFlow
+
 QUANTIZE_CHOICES = ("none", "int8")
-# quantize_model's activation_scales (t2t_lite.layers.int8's docstring): the sublayers'
-# inputs per tensor and the rest per row; every input per row (each sentence's
-# translation independent of the others in its batch); every input per tensor.
-ACTIVATION_SCALES = ("mixed", "row", "tensor")
 
 
 def add_quantize_flag(parser: argparse.ArgumentParser) -> None:

@@ -74,7 +74,7 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from t2t_lite.commands.quantize_flag import ACTIVATION_SCALES
+from t2t_lite.layers.int8_scales import ACTIVATION_SCALES
 from t2t_lite.cpu_features import has_native_bfloat16
 
 WEIGHT_LEVELS = 63.0       # 7-bit weights (see the module docstring)
