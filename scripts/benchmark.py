@@ -69,7 +69,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from t2t_lite.layers.int8_scales import ACTIVATION_SCALES  # noqa: E402  (no TF)
+from t2t_lite.commands.quantize_flag import QUANTIZE_CHOICES  # noqa: E402  (no TF)
+from t2t_lite.layers.int8_scales import (  # noqa: E402  (no TF)
+    ACTIVATION_SCALES, DEFAULT_ACTIVATION_SCALES)
 from t2t_lite.flag_fields import non_negative_int, positive_int  # noqa: E402  (no TF)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -237,7 +239,7 @@ def add_search_flags(parser: argparse.ArgumentParser) -> None:
 def add_search_variant_flags(parser: argparse.ArgumentParser) -> None:
     """``--quantize`` and ``--jit_compile`` (default off) of the scripts that time or
     profile ``decode``'s search, then ``add_search_flags``; ``setup_search`` follows."""
-    parser.add_argument("--quantize", default="none", choices=("none", "int8"))
+    parser.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES)
     parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
     add_search_flags(parser)
 
@@ -694,9 +696,9 @@ def main(argv=None) -> None:
     decode.add_argument("--repeats", type=positive_int, default=5)
     decode.add_argument("--memory_per_sentence", action=argparse.BooleanOptionalAction,
                         default=False)
-    decode.add_argument("--quantize", default="none", choices=("none", "int8"),
+    decode.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES,
                         help="int8: int8 weights and activations (t2t_lite.layers.int8)")
-    decode.add_argument("--int8_activation_scales", default="mixed",
+    decode.add_argument("--int8_activation_scales", default=DEFAULT_ACTIVATION_SCALES,
                         choices=ACTIVATION_SCALES,
                         help="with --quantize=int8: the sublayers' inputs per tensor, the "
                              "rest per row (mixed, the decoder's default), all per row or "

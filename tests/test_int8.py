@@ -237,7 +237,7 @@ def test_the_decoder_turns_on_onednn_for_float32_unless_the_environment_says(env
     code = ("import os, sys, argparse\n"
             "from t2t_lite.commands.quantize_flag import prepare_decoder_command\n"
             f"prepare_decoder_command(argparse.Namespace(output_dir={str(run_dir)!r}, "
-            "quantize='none', int8_activation_scales='mixed', t2t_usr_dir='', "
+            "quantize='none', int8_activation_scales=None, t2t_usr_dir='', "
             "decode_hparams=''))\n"
             "assert 'tensorflow' not in sys.modules\n"
             "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))\n")
@@ -334,13 +334,12 @@ def test_bad_attention_dtype_is_refused():
         quantize_model(_random_model(), attention_dtype="float16")
 
 
-@pytest.mark.parametrize("scales, per_tensor", [("row", 0), ("tensor", 23)])
-def test_activation_scales_row_or_tensor_apply_to_every_input_and_are_recorded(scales,
-                                                                             per_tensor):
+@pytest.mark.parametrize("scales", ["row", "tensor"])
+def test_activation_scales_row_or_tensor_apply_to_every_input_and_are_recorded(scales):
     model = _random_model()
     weights = quantize_model(model, activation_scales=scales)
-    assert sum(k.per_tensor for k in weights.kernels) == per_tensor == (
-        len(weights.kernels) if scales == "tensor" else 0)
+    assert len(weights.kernels) == 23
+    assert [k.per_tensor for k in weights.kernels] == [scales == "tensor"] * 23
     assert int8.quantize_record(weights)["int8_activation_scales"] == scales
     assert f"activation scales {scales}," in int8.describe_quantization(weights)
     with pytest.raises(ValueError, match="activation_scales must be one of"):
@@ -365,15 +364,12 @@ def test_a_rows_product_depends_on_the_other_rows_only_with_one_scale_per_tensor
         np.testing.assert_array_equal(alone, in_batch)
 
 
-def test_row_scales_translate_each_sentence_as_alone_in_its_batch():
-    """With every input per row, an int8 search gives each sentence the translation it
-    gets alone, as float32 does: the batch reaches the int8 products only through float
-    rounding (the float ops' results for a row differ in the last bits with the batch's
-    shape, enough to move a value across an int8 rounding boundary now and then: scores
-    moved by up to 0.011 here). Per tensor, two of these five sentences changed."""
+def _sentences_alone_and_batched(activation_scales: str):
+    """Five sentences' int8 translations, batched and each alone: (ids [5, T], scores
+    [5]) for each, of a random model quantized with ``activation_scales``."""
     from t2t_lite.decoding.translator import Translator
     model = _random_model(seed=11)
-    quantize_model(model, activation_scales="row")
+    quantize_model(model, activation_scales=activation_scales)
     translator = Translator(model, vocabulary=_NoVocab(), beam_size=4, alpha=0.6,
                             extra_length=5, max_input_length=8)
     rng = np.random.default_rng(2)
@@ -382,10 +378,24 @@ def test_row_scales_translate_each_sentence_as_alone_in_its_batch():
         batch[row, :length - 1] = rng.integers(3, 300, length - 1)
         batch[row, length - 1] = 1
     ids, scores = translator.translate_ids(tf.constant(batch))
-    for row in range(5):
-        alone_ids, alone_scores = translator.translate_ids(tf.constant(batch[row:row + 1]))
-        np.testing.assert_array_equal(alone_ids.numpy()[0], ids.numpy()[row])
-        np.testing.assert_allclose(alone_scores.numpy()[0], scores.numpy()[row], atol=0.05)
+    alone = [translator.translate_ids(tf.constant(batch[row:row + 1])) for row in range(5)]
+    return ((ids.numpy(), scores.numpy()),
+            (np.concatenate([i.numpy() for i, _ in alone]),
+             np.concatenate([s.numpy() for _, s in alone])))
+
+
+def test_row_scales_translate_each_sentence_as_alone_in_its_batch():
+    """With every input per row, an int8 search gives each sentence the translation it
+    gets alone, as float32 does: the batch reaches the int8 products only through float
+    rounding (the float ops' results for a row differ in the last bits with the batch's
+    shape, enough to move a value across an int8 rounding boundary now and then: scores
+    moved by up to 0.011 here). Under the default mixed scales the same five sentences
+    do depend on their batch (two of them changed), so this comparison can tell."""
+    (ids, scores), (alone_ids, alone_scores) = _sentences_alone_and_batched("row")
+    np.testing.assert_array_equal(alone_ids, ids)
+    np.testing.assert_allclose(alone_scores, scores, atol=0.05)
+    (ids, _), (alone_ids, _) = _sentences_alone_and_batched("mixed")
+    assert not np.array_equal(alone_ids, ids)
 
 
 @pytest.mark.slow
@@ -415,6 +425,9 @@ def test_the_decoder_and_exporter_pass_int8_activation_scales_on(capsys, tmp_pat
      "tensor"),
     (["--int8_activation_scales=row"],
      "error: --int8_activation_scales=row sets int8 decoding's activations; add "
+     "--quantize=int8 or drop it"),
+    (["--quantize=none", "--int8_activation_scales=mixed"],
+     "error: --int8_activation_scales=mixed sets int8 decoding's activations; add "
      "--quantize=int8 or drop it")])
 def test_bad_activation_scales_flag_is_one_error_line(capsys, tmp_path, command, flags,
                                                       message):

@@ -74,8 +74,8 @@ from typing import Dict, List, Optional
 
 import tensorflow as tf
 
-from t2t_lite.layers.int8_scales import ACTIVATION_SCALES
 from t2t_lite.cpu_features import has_native_bfloat16
+from t2t_lite.layers.int8_scales import ACTIVATION_SCALES, DEFAULT_ACTIVATION_SCALES
 
 WEIGHT_LEVELS = 63.0       # 7-bit weights (see the module docstring)
 ACTIVATION_LEVELS = 127.0  # 8-bit activations
@@ -286,7 +286,7 @@ class Int8Weights(tf.Module):
     scaled (``activation_scales``, one of ``ACTIVATION_SCALES``)."""
 
     def __init__(self, kernels: List[Int8Kernel], attention_dtype: str = "float32",
-                 activation_scales: str = "mixed"):
+                 activation_scales: str = DEFAULT_ACTIVATION_SCALES):
         super().__init__(name="int8_weights")
         self.kernels = kernels
         self.attention_dtype = attention_dtype
@@ -313,7 +313,7 @@ def _attach(layer, name: str, weights, kernels: List[Int8Kernel],
 
 
 def quantize_model(model, attention_dtype: Optional[str] = None,
-                   activation_scales: str = "mixed") -> Int8Weights:
+                   activation_scales: str = DEFAULT_ACTIVATION_SCALES) -> Int8Weights:
     """Quantizes a built ``Transformer``'s matmul weights for inference (in place: its
     attention, feed-forward and embedding layers then multiply in int8), and sets its
     self-attention layers' decoding cache to ``attention_dtype`` (float32 or bfloat16;

@@ -10,3 +10,4 @@ them before TensorFlow is imported:
 - ``tensor``: every input per tensor.
 """
 ACTIVATION_SCALES = ("mixed", "row", "tensor")
+DEFAULT_ACTIVATION_SCALES = "mixed"
