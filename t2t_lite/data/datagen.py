@@ -36,6 +36,7 @@ from t2t_lite.data.vocab import reservoir_sample
 from t2t_lite.directory_lock import DirectoryLock
 from t2t_lite.data.records import ShuffledShardWriter, shard_paths
 from t2t_lite.errors import UserError
+from t2t_lite.registry import PROBLEMS
 from t2t_lite.user_paths import atomic_path, write_atomically
 
 if TYPE_CHECKING:
@@ -114,9 +115,11 @@ def generate(problem_name: str, data_dir: Union[str, Path],
              tmp_dir: Optional[Union[str, Path]] = None, *, download: bool = True,
              data_source: str = "raw", tfds_data_dir: Optional[str] = None,
              workers: Optional[int] = None, wait: bool = False) -> DatagenSummary:
-    """Generates the data of the registered problem ``problem_name``; see the module doc."""
-    from t2t_lite.data.problem import get_problem
-    return generate_problem_data(get_problem(problem_name), data_dir, tmp_dir, download=download,
+    """Generates the data of the registered problem ``problem_name``; see the module doc.
+    (The problem comes from the registry: ``t2t_lite.data.problem`` calls this module, so
+    this module does not import it.)"""
+    problem = PROBLEMS.get(problem_name)()
+    return generate_problem_data(problem, data_dir, tmp_dir, download=download,
                                  data_source=data_source, tfds_data_dir=tfds_data_dir,
                                  workers=workers, wait=wait)
 
