@@ -1,80 +1,86 @@
-"""t2t-lite benchmarks: training steps and beam-search decoding against the machine's limit.
+"""t2t-lite benchmarks: what the commands do, timed on this machine.
 
-    python scripts/benchmark.py train --hparams_set=transformer_base --vocab_size=37000 \
-        --batch=64 --length=32 --steps=5
-    python scripts/benchmark.py decode --hparams_set=transformer_base --vocab_size=37000 \
-        --batch=32 --source_length=24 --target_length=30 --beam_size=4
-    python scripts/benchmark.py input --data_dir=... [benchmark_input.py's flags]
-    python scripts/benchmark.py attention --data_dir=... [benchmark_attention.py's flags]
-    python scripts/benchmark.py sweep --lengths=8,16,32,64,128 --batches=16,32,64 ... > s.csv
-    python scripts/benchmark.py plot --csv=s.csv --out=docs/performance_sweep.png
+Run with the repository installed (``pip install -e .``; ``pip install -e ".[bench]"`` for
+``--compare``'s peers)::
 
-``mfu`` is the model's FLOPs per second divided by the float32 matmul peak measured in the
-same process: a square float32 ``tf.matmul`` (``--peak_size``, TF's own kernel and thread
-pool), its mean rate over a window of ``--peak_seconds`` just before and just after every
-timed step, so that load from other processes on a shared machine hits both alike. Each
-step's ratio uses the mean of its two neighbouring windows; the figure printed is the
-median over the timed steps. ``mfu_cpu_time`` is the same ratio per process CPU second
-(FLOPs per CPU second of the model over those of the matmul), which time-slicing by other
-processes affects less (spinning worker threads count against the model there).
+    python scripts/benchmark.py train [--hparams_set=transformer_base] [--vocab_size=37000]
+        [--batch=64] [--length=32] [--steps=5] [--jit_compile] [--mixed_precision] [--compare]
+    python scripts/benchmark.py decode [--hparams_set=transformer_base] [--vocab_size=37000]
+        [--batch=32] [--source_length=24] [--target_length=30] [--beam_size=4] [--alpha=0.6]
+        [--repeats=5] [--quantize=none|int8] [--jit_compile]
+        [--compare [--peers=ctranslate2_float32,ctranslate2_int8,torch]]
+    python scripts/benchmark.py datagen --corpus_dir=DIR [--pairs=N,N] [--speedup_pairs=N]
+        [--workers=2] [--min_pairs_for_workers=N] [--work_dir=DIR]
+    python scripts/benchmark.py input --data_dir=DIR [--problem=translate_ende_multi30k]
+        [--tmp_dir=RAW] [--hparams_set=transformer_base] [--no_model]
+    python scripts/benchmark.py attention --data_dir=DIR [--hparams_set=transformer_tiny]
+        [--steps=50] [--writes=3] [--every=1000]
+    python scripts/benchmark.py sweep [--lengths=16,32,64,128,256] [--batches=16,32,64] > s.csv
+    python scripts/benchmark.py plot --csv=s.csv --out=sweep.png
 
-Model FLOPs are counted analytically (``train_flops``/``decode_flops``): 2*m*n*k per
-matmul, every projection, both attention matmuls (scores and values) and the
-embedding-tied softmax projection; training = 3x the forward pass. Elementwise work
-(softmax, LayerNorm, Adam, top-k) is not counted: it is overhead the ratio exposes.
+Every default is the commands' default: ``train`` times the trainer's ``TrainStep`` (no
+XLA, float32, unless ``--jit_compile`` / ``--mixed_precision``, the trainer's flags);
+``decode`` times ``t2t-lite-decoder``'s path: a ``Translator`` built by
+``Translator.from_decode_hparams`` with the decoder's decode hparams (beam 4, alpha 0.6,
+batches of 4,096 source tokens padded to their bucket), without XLA unless
+``--jit_compile``, int8 by ``quantize_model`` with ``--quantize=int8``, and oneDNN's ops on
+(``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it), all as the decoder does.
+So that the work is fixed, ``decode``'s model has random weights whose EOS and pad logits
+never win, every sentence has ``--source_length`` tokens (EOS included) and the decoder's
+``extra_length`` is ``--target_length - --source_length``: every hypothesis runs to
+``--target_length`` tokens (EOS included; checked on every run).
 
-Optimisations can be switched off to see what each buys: ``--no-jit_compile`` (XLA),
-``--no-fused_qkv`` (three Q/K/V matmuls instead of one fused one; same weights),
-``--no-memory_per_sentence`` (decode: encoder-decoder keys/values tiled to every beam and
-reordered each step instead of kept once per sentence), ``--no-expand_after_first_step``
-(decode: step 0 on the ``k`` tiled beams of each sentence instead of one row, although
-they compute the same logits), ``--mixed_precision`` (bfloat16
-compute, float32 variables). Thread pools: ``--intra_threads``, ``--inter_threads``.
-``decode --quantize=int8`` runs every matmul in int8 (``t2t_lite.layers.int8``), with the
-self-attention cache in the dtype the decoder picks for this CPU (``--int8_attention``
-sets it: float32 or bfloat16) and the sublayers' inputs quantized per tensor
-(``--int8_activation_scales=row``: every input per row; ``tensor``: every input per
-tensor); as the decoder, an int8 search
-without XLA takes each hypothesis's best tokens from the softmax
-(``--[no-]log_probs_from_softmax``, ``beam_search``'s option). ``decode``
-sets ``TF_ENABLE_ONEDNN_OPTS=1`` unless the environment sets it, as ``t2t-lite-decoder``
-does; the first line names the CPU's SIMD flags (``cpu=``) and whether oneDNN is on.
+``mfu`` (train, decode) is the model's FLOPs per second divided by the float32 matmul peak
+measured in the same process: a square float32 ``tf.matmul`` (``--peak_size``), its mean
+rate over a window of ``--peak_seconds`` just before and just after every timed run, so
+that load from other processes on a shared machine hits both alike. Each run's ratio uses
+the mean of its two neighbouring windows; the figure printed is the median over the timed
+runs. ``mfu_cpu_time`` is the same ratio per process CPU second. Model FLOPs are counted
+analytically (``train_flops``/``decode_flops``): 2*m*n*k per matmul of the work asked for
+(every projection, both attention matmuls, the tied softmax projection; training = 3x
+the forward pass). Elementwise work, padding to buckets, tokenisation and the search's
+bookkeeping are not counted: they are overhead the ratio exposes. The last two lines are
+``peak_rss_mb=... matmul_peak_gflops=... mfu_cpu_time=...`` and ``tgt_tok_s=N [step_s=S]
+mfu=M``.
 
-``--compare`` (train and decode) then times, in the same process and on the same shapes
-with random weights, the peers a user would pick instead (``scripts/benchmark_peers.py``;
-``pip install -e ".[bench]"``): CTranslate2 float32 and int8 and PyTorch ``nn.Transformer``
-for decoding, PyTorch for training. They are timed in paired rounds after t2t-lite's own
-timing: in each round t2t-lite and every peer take turns, each turn 0.5 s of idle (so that
-one library's spinning worker threads do not slow the next), an untimed run and the timed
-one (so that each is timed warm, as in back-to-back batch translation); ``--repeats``
-rounds for decode, ``--steps`` for train. Each peer prints ``peer NAME: S s, tgt_tok_s=N`` (medians), its
-per-round ratios (``rounds vs NAME: ...``) and one ``ratio_vs_NAME=R`` line, R the median
-of the per-round ratios of the peer's time over t2t-lite's (> 1: t2t-lite is faster),
-before the usual last lines. Without the extra it prints one line saying what
-to install. ``--peers=ctranslate2_float32,ctranslate2_int8`` times a subset (an unknown
-name is one ``error:`` line).
+``--compare`` (train, decode) then times the peers a user would pick instead
+(``benchmark_peers.py``: CTranslate2 float32 and int8 and PyTorch ``nn.Transformer`` for
+decode, PyTorch for train) on the same shapes, in paired rounds with t2t-lite (each round
+times every one in turn, each after 0.5 s idle and an untimed run of its own; ``--repeats``
+rounds for decode, ``--steps`` for train), printing ``peer NAME: S s, tgt_tok_s=N``,
+``rounds vs NAME: ...`` and ``ratio_vs_NAME=R`` (R: the median of the per-round ratios of
+the peer's time over t2t-lite's; > 1: t2t-lite is faster) before the last two lines.
+
+``datagen`` times ``t2t-lite-datagen``'s work on a synthetic WMT-shaped corpus (made in
+``--corpus_dir`` when missing), each run in a fresh process; ``input`` reads training
+batches of a problem's generated data and compares their tokens/s with a training step's;
+``attention`` times the trainer's attention summaries against training steps; ``sweep``
+runs ``train`` over batches x lengths in fresh processes and prints CSV; ``plot`` draws it.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import math
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from t2t_lite.commands.quantize_flag import QUANTIZE_CHOICES  # noqa: E402  (no TF)
-from t2t_lite.layers.int8_scales import (  # noqa: E402  (no TF)
-    ACTIVATION_SCALES, DEFAULT_ACTIVATION_SCALES)
-from t2t_lite.flag_fields import non_negative_int, positive_int  # noqa: E402  (no TF)
+import benchmark_peers
+from t2t_lite.commands.quantize_flag import QUANTIZE_CHOICES, use_onednn_ops  # no TF
+from t2t_lite.decoding.config import DecodeHParams  # no TF
+from t2t_lite.flag_fields import non_negative_int, positive_int  # no TF
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+DECODER_DEFAULTS = DecodeHParams()
 
 
 # FLOP counts --------------------------------------------------------------------------
@@ -130,7 +136,7 @@ def decode_flops(hparams, vocab_size: int, batch: int, source_length: int,
     return float(total)
 
 
-# Measurement helpers --------------------------------------------------------------------
+# The harness: matmul peak, timed runs, the report --------------------------------------
 class Peak:
     """float32 matmul FLOP/s of [n, n] x [n, n] with TF's kernel and thread pool: the mean
     rate of back-to-back matmuls over at least ``seconds`` (a window, not a best case, so
@@ -157,7 +163,7 @@ class Peak:
         return flops / wall, flops / max(time.process_time() - cpu, 1e-9)
 
 
-def timed_interleaved(run: Callable[[], None], peak: Peak, repeats: int) -> Dict[str, list]:
+def timed_interleaved(run: Callable[[], object], peak: Peak, repeats: int) -> Dict[str, list]:
     """Times ``run`` ``repeats`` times with a peak window before and after each."""
     times, cpu_times, peaks = [], [], [peak.sample()]
     for _ in range(repeats):
@@ -175,268 +181,8 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def setup_tf(args):
-    if hasattr(args, "quantize") and "tensorflow" not in sys.modules:
-        # decode: oneDNN's ops on, as t2t-lite-decoder turns them on (its int8 matmul,
-        # and its float32 matmul, faster than TensorFlow's default without XLA)
-        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-    import tensorflow as tf
-    if args.intra_threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
-    if args.inter_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
-    import keras
-    if args.mixed_precision:
-        keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    if not args.fused_qkv:
-        _unfuse_projections()
-    return tf
-
-
-def _unfuse_projections() -> None:
-    """Baseline for ``--no-fused_qkv``: the same fused kernels, applied as separate Q, K, V
-    matmuls (what an implementation with three Dense layers computes)."""
-    from keras import ops
-    from t2t_lite.layers.attention import MultiHeadAttention
-
-    def project_self(self, x):
-        w = self._kernel(self.qkv_kernel)
-        kc = self.key_channels
-        return (self._split_heads(ops.matmul(x, w[:, :kc]), self.key_depth),
-                self._split_heads_first(ops.matmul(x, w[:, kc:2 * kc]), self.key_depth),
-                self._split_heads_first(ops.matmul(x, w[:, 2 * kc:]), self.value_depth))
-
-    def project_memory(self, memory):
-        memory = ops.cast(memory, self.compute_dtype)
-        w = self._kernel(self.kv_kernel)
-        kc = self.key_channels
-        return (self._split_heads_first(ops.matmul(memory, w[:, :kc]), self.key_depth),
-                self._split_heads_first(ops.matmul(memory, w[:, kc:]), self.value_depth))
-
-    def project_position(self, x, dtype=None):
-        # one position: [b, 1, h, d] and [b, h, 1, d] hold the same order
-        return tuple(ops.reshape(ops.cast(tensor, dtype or self.compute_dtype),
-                                 (-1, self.num_heads, 1, depth))
-                     for tensor, depth in zip(project_self(self, x),
-                                              (self.key_depth, self.key_depth,
-                                               self.value_depth)))
-
-    MultiHeadAttention.project_self = project_self
-    MultiHeadAttention.project_position = project_position
-    MultiHeadAttention.project_memory = project_memory
-
-
-def add_search_flags(parser: argparse.ArgumentParser) -> None:
-    """The model and the work of ``decode``'s search, for scripts that time pieces of it
-    (defaults: base dimensions, V = 37,000, 32 sentences x 24 source tokens, beam 4, 30
-    forced target tokens). ``checked_hparams`` then resolves --hparams_set/--hparams."""
-    parser.add_argument("--hparams_set", default="transformer_base")
-    parser.add_argument("--hparams", default="", help="overrides, e.g. num_heads=4")
-    parser.add_argument("--vocab_size", type=positive_int, default=37000)
-    add_search_work_flags(parser)
-
-
-def add_search_variant_flags(parser: argparse.ArgumentParser) -> None:
-    """``--quantize`` and ``--jit_compile`` (default off) of the scripts that time or
-    profile ``decode``'s search, then ``add_search_flags``; ``setup_search`` follows."""
-    parser.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES)
-    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False)
-    add_search_flags(parser)
-
-
-def setup_search(parser: argparse.ArgumentParser, parsed: argparse.Namespace):
-    """After ``add_search_variant_flags``'s flags are parsed: the hparams (a bad one is the
-    parser's usage and one ``error:`` line), ``make_decode``'s arguments and TensorFlow set
-    up. Returns (hparams, args, tf)."""
-    hparams = checked_hparams(parser, parsed)
-    args = search_args(parsed, parsed.quantize, parsed.jit_compile)
-    return hparams, args, setup_tf(args)
-
-
-def add_search_work_flags(parser: argparse.ArgumentParser) -> None:
-    """The search's work: sentences, source and forced target lengths, beam size."""
-    parser.add_argument("--batch", type=positive_int, default=32)
-    parser.add_argument("--source_length", type=positive_int, default=24)
-    parser.add_argument("--target_length", type=positive_int, default=30)
-    parser.add_argument("--beam_size", type=positive_int, default=4)
-    parser.add_argument("--expand_after_first_step", action=argparse.BooleanOptionalAction,
-                        default=True,
-                        help="step 0 on one row per sentence, the beams tiled after it "
-                             "(as the decoder and CTranslate2 do)")
-
-
-def checked_hparams(parser: argparse.ArgumentParser, parsed: argparse.Namespace):
-    """``get_hparams(parsed)``; an unknown set or a bad override ends as the parser's
-    usage and one ``error:`` line (exit 2), as a bad flag does. Imports no TensorFlow."""
-    from t2t_lite.errors import UserError
-    try:
-        return get_hparams(parsed)
-    except UserError as error:
-        parser.error(str(error))
-
-
-def search_args(parsed: argparse.Namespace, quantize: str,
-                jit_compile: bool) -> argparse.Namespace:
-    """What ``make_decode`` takes, from ``add_search_flags``'s flags: the decoder's
-    defaults otherwise (fused Q/K/V, float32 compute, encoder-decoder keys and values once
-    per sentence, α 0.6, TensorFlow's own thread counts)."""
-    return argparse.Namespace(
-        hparams_set=parsed.hparams_set, hparams=parsed.hparams, vocab_size=parsed.vocab_size,
-        jit_compile=jit_compile, fused_qkv=True, mixed_precision=False, intra_threads=0,
-        inter_threads=0, batch=parsed.batch, source_length=parsed.source_length,
-        target_length=parsed.target_length, beam_size=parsed.beam_size, alpha=0.6,
-        memory_per_sentence=True, quantize=quantize, int8_attention=None,
-        int8_activation_scales="mixed", log_probs_from_softmax=None,
-        expand_after_first_step=parsed.expand_after_first_step)
-
-
-def int8_search_ab_setup(description: str, default_rounds: int, argv=None):
-    """The start of the int8 A/B scripts: ``--rounds`` and ``add_search_flags`` parsed
-    and checked (a bad one is argparse's usage and one ``error:`` line), then the int8
-    search's ``make_decode`` arguments (no XLA) and TensorFlow set up. Returns (parsed
-    flags, hparams, args, tf)."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--rounds", type=positive_int, default=default_rounds)
-    add_search_flags(parser)
-    parsed = parser.parse_args(argv)
-    hparams = checked_hparams(parser, parsed)
-    args = search_args(parsed, quantize="int8", jit_compile=False)
-    return parsed, hparams, args, setup_tf(args)
-
-
-def same_weight_searches(args, hparams, change: Callable[[], None]):
-    """Two of ``make_decode``'s searches on the same random weights (seed 0): the first
-    traced as the library is, the second traced after ``change()`` (which replaces some
-    library code). Returns ((first, its output), (second, its output))."""
-    import keras
-    keras.utils.set_random_seed(0)
-    first = make_decode(args, hparams)
-    first_output = first()
-    change()
-    keras.utils.set_random_seed(0)
-    second = make_decode(args, hparams)
-    return (first, first_output), (second, second())
-
-
-def interleaved_timings(runs: Dict[str, Callable[[], object]], rounds: int,
-                        warmup_rounds: int = 0,
-                        before_each: Optional[Callable[[Callable[[], object]], None]] = None
-                        ) -> Dict[str, Tuple[list, list]]:
-    """Each of ``runs`` run in turn ``rounds`` times after ``warmup_rounds`` untimed rounds,
-    ``before_each(run)`` (untimed) before every timed run when given: {name: (wall
-    seconds per round, process CPU seconds per round)}. CPU time is what time-slicing by
-    other processes on a shared machine disturbs least."""
-    timings: Dict[str, Tuple[list, list]] = {name: ([], []) for name in runs}
-    for round_ in range(warmup_rounds + rounds):
-        for name, run in runs.items():
-            if before_each is not None:
-                before_each(run)
-            start, start_cpu = time.perf_counter(), time.process_time()
-            run()
-            if round_ >= warmup_rounds:
-                timings[name][0].append(time.perf_counter() - start)
-                timings[name][1].append(time.process_time() - start_cpu)
-    return timings
-
-
-def interleaved_seconds(runs: Dict[str, Callable[[], object]], rounds: int,
-                        warmup_rounds: int = 0) -> Dict[str, list]:
-    """Wall seconds of each of ``runs``, run in turn ``rounds`` times after
-    ``warmup_rounds`` untimed rounds: {name: [seconds per round]}."""
-    return {name: wall for name, (wall, _) in
-            interleaved_timings(runs, rounds, warmup_rounds).items()}
-
-
-def interleaved_wall_and_cpu(runs: Dict[str, Callable[[], object]], rounds: int
-                             ) -> Dict[str, Tuple[float, float]]:
-    """Each of ``runs`` run in turn ``rounds`` times: {name: (median wall seconds, median
-    process CPU seconds)}."""
-    return {name: (statistics.median(wall), statistics.median(cpu))
-            for name, (wall, cpu) in interleaved_timings(runs, rounds).items()}
-
-
-def interleaved_medians(runs: Dict[str, Callable[[], object]], rounds: int,
-                        warmup_rounds: int = 0) -> Dict[str, float]:
-    """The median of each run's ``interleaved_seconds``."""
-    return {name: statistics.median(times)
-            for name, times in interleaved_seconds(runs, rounds, warmup_rounds).items()}
-
-
-def build_model(args, hparams):
-    from t2t_lite.models.transformer import Transformer
-    model = Transformer(hparams, args.vocab_size)
-    model.build()
-    return model
-
-
-def get_hparams(args):
-    from t2t_lite.registry import hparams as registered
-    import t2t_lite.hparams  # noqa: F401  (registers the sets)
-    return registered(args.hparams_set, args.hparams)
-
-
-def describe(args, tf) -> str:
-    """The run's settings for the first output line; ``cpu=`` names the CPU's SIMD flags
-    (``t2t_lite.cpu_features``): int8 and bfloat16 speeds depend on them."""
-    from t2t_lite.cpu_features import simd_summary
-    from t2t_lite.layers.int8 import onednn_enabled
-    return (f"jit_compile={args.jit_compile} fused_qkv={args.fused_qkv} "
-            f"mixed_precision={args.mixed_precision} "
-            f"threads(intra,inter)=({tf.config.threading.get_intra_op_parallelism_threads()},"
-            f"{tf.config.threading.get_inter_op_parallelism_threads()}) "
-            f"cpu={simd_summary()} onednn={onednn_enabled()}")
-
-
-# Training -------------------------------------------------------------------------------
-def make_train_step(args, hparams, batch: int, length: int):
-    """A TrainStep on one fixed random batch; returns run() -> None (synchronised)."""
-    import numpy as np
-    import tensorflow as tf
-    from t2t_lite.training.optimizer import make_optimizer
-    from t2t_lite.training.train_step import TrainStep
-
-    model = build_model(args, hparams)
-    optimizer = make_optimizer(hparams)
-    optimizer.build(model.trainable_variables)
-    step = TrainStep(model, optimizer, tf.distribute.get_strategy(), hparams.label_smoothing,
-                     jit_compile=args.jit_compile)
-    rng = np.random.default_rng(0)
-    features = {name: rng.integers(2, args.vocab_size, size=(batch, length), dtype=np.int32)
-                for name in ("inputs", "targets")}
-    for ids in features.values():
-        ids[:, -1] = 1  # EOS ends every sentence; no padding
-    iterator = iter(tf.data.Dataset.from_tensors(features).repeat())
-
-    def run():
-        float(step.step(iterator)["tokens"])
-
-    return model, run
-
-
-def cmd_train(args) -> None:
-    compare = args.compare and peers_ready(args)  # before TensorFlow is imported
-    tf = setup_tf(args)
-    hparams = get_hparams(args)
-    _, run = make_train_step(args, hparams, args.batch, args.length)
-    flops = train_flops(hparams, args.vocab_size, args.batch, args.length, args.length)
-    print(f"train {args.hparams_set} vocab={args.vocab_size} batch={args.batch}x{args.length} "
-          f"{describe(args, tf)}", flush=True)
-    print(f"model FLOPs per step: {flops / 1e9:.1f} GFLOP (3 x forward)", flush=True)
-    start = time.perf_counter()
-    for _ in range(max(1, args.warmup)):
-        run()
-    print(f"warm-up (trace/compile + {args.warmup} step(s)): "
-          f"{time.perf_counter() - start:.1f} s", flush=True)
-    peak = Peak(tf, args.peak_size, args.peak_seconds)
-    result = timed_interleaved(run, peak, args.steps)
-    if compare:
-        import benchmark_peers
-        benchmark_peers.compare_paired(run, benchmark_peers.train_peer_runs(args, hparams),
-                                       args.steps, args.batch * args.length)
-    report("train", result, flops, args.batch * args.length, True)
-
-
 def report(kind: str, result, flops: float, tokens: int, with_step: bool) -> None:
+    """One line per timed run, then the two last lines (see the module doc)."""
     times, peaks = result["times"], result["local_peaks"]
     ratios = [flops / t / p for t, p in zip(times, peaks)]
     cpu_ratios = [flops / c / p for c, p in zip(result["cpu_times"], result["local_cpu_peaks"])]
@@ -445,141 +191,84 @@ def report(kind: str, result, flops: float, tokens: int, with_step: bool) -> Non
               f"matmul peak {p / 1e9:.1f} GFLOP/s, ratio {r:.3f} (per CPU second {c:.3f})",
               flush=True)
     step_s = statistics.median(times)
-    mfu = statistics.median(ratios)
     print(f"peak_rss_mb={peak_rss_mb():.0f} matmul_peak_gflops={max(peaks) / 1e9:.1f} "
           f"mfu_cpu_time={statistics.median(cpu_ratios):.3f}", flush=True)
     line = f"tgt_tok_s={tokens / step_s:.0f}"
     if with_step:
         line += f" step_s={step_s:.3f}"
-    print(f"{line} mfu={mfu:.3f}", flush=True)
+    print(f"{line} mfu={statistics.median(ratios):.3f}", flush=True)
 
 
-# Decoding -------------------------------------------------------------------------------
-EOS_LOGIT_PER_CHANNEL = -4.0
-
-
-def make_eos_lose(model, eos_id: int) -> None:
-    """Sets the random model's weights so that EOS's logit is far below every other:
-    the decoder's output LayerNorm gets beta 1 on every channel and EOS's softmax row
-    ``EOS_LOGIT_PER_CHANNEL`` on every channel, so (gamma = 1, the normalized values sum to
-    0) EOS's logit is 4 * -d_model: -2,048 at base dimensions, where the other logits of
-    the benchmark's first steps lie within -7..7. Every hypothesis then runs to the
-    search's forced last-position EOS, as CTranslate2 is asked to with
-    ``min_decoding_length``, with no extra pass over the logits inside the timed search.
-    The embedding is shared, so the sources' final EOS embeds as that row too (one
-    large-valued input position per sentence; the work is the same)."""
+def time_against_peers(args, run: Callable[[], object], flops: float, tokens: int,
+                       kind: str, rounds: int, peer_runs: Callable[[], Dict]) -> None:
+    """The timed part of train and decode once ``run`` is warm: mfu's timed runs, then
+    (``--compare``) the paired rounds with the peers, then the report."""
     import tensorflow as tf
-    decoder = model.decoder
-    norm = decoder.final_norm if decoder.pre_norm else decoder.blocks[-1].feed_forward_norm
-    norm.beta.assign(tf.ones_like(norm.beta))
-    weights = model.embedding.softmax_weights                              # [V, d]
-    row = tf.fill([1, weights.shape[1]], EOS_LOGIT_PER_CHANNEL)
-    weights.assign(tf.tensor_scatter_nd_update(tf.convert_to_tensor(weights), [[eos_id]], row))
+    result = timed_interleaved(run, Peak(tf, args.peak_size, args.peak_seconds), rounds)
+    if args.compare_ready:
+        benchmark_peers.compare_paired(run, peer_runs(), rounds, tokens)
+    report(kind, result, flops, tokens, kind == "train")
 
 
-def make_decode(args, hparams):
-    """The search over one fixed random batch as a tf.function; returns (run, check)."""
-    import numpy as np
+# Setting up ---------------------------------------------------------------------------
+def setup_tf(args):
+    """TensorFlow imported as the command of ``args.mode`` sets it up (decode: oneDNN's
+    ops on, as ``t2t-lite-decoder``), with ``--intra_threads``/``--inter_threads`` and
+    (train) ``--mixed_precision`` applied."""
+    if args.mode == "decode":
+        use_onednn_ops()
     import tensorflow as tf
-    from t2t_lite.decoding.beam_search import beam_search, log_probs_from_softmax_by_default
-
-    model = build_model(args, hparams)
-    eos_id, target_length, vocab = 1, args.target_length, args.vocab_size
-    make_eos_lose(model, eos_id)
-    if args.quantize == "int8":
-        from t2t_lite.layers.int8 import describe_quantization, quantize_model
-        weights = quantize_model(model, args.int8_attention, args.int8_activation_scales)
-        print(describe_quantization(weights, args.jit_compile), flush=True)
-    from_softmax = args.log_probs_from_softmax
-    if from_softmax is None:   # the decoder's choice
-        from_softmax = log_probs_from_softmax_by_default(args.quantize == "int8",
-                                                         args.jit_compile)
-    rng = np.random.default_rng(0)
-    inputs = rng.integers(2, vocab, size=(args.batch, args.source_length), dtype=np.int32)
-    inputs[:, -1] = eos_id
-    inputs = tf.constant(inputs)
-
-    def search(inputs):
-        memory, memory_mask = model.encode(inputs, training=False)
-        # As the Translator does: XLA needs the preallocated cache; without XLA the
-        # self-attention cache grows one position per step.
-        growing = not args.jit_compile
-        cache = model.initial_decode_cache(memory, memory_mask,
-                                           0 if growing else target_length)
-        if args.memory_per_sentence:
-            # Encoder-decoder keys/values stay [b, s, ...]: neither tiled nor reordered.
-            cache, constants = model.split_memory_cache(cache)
-            decode_step = model.beam_decode_step(constants, args.beam_size, growing=growing)
-        else:
-            def decode_step(ids, i, states):
-                return model.decode_step(ids, i, states, growing=growing)
-
-        # EOS never wins before the last position (make_eos_lose), where beam_search
-        # forces it: every hypothesis has exactly target_length tokens (checked in run).
-        start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
-        return beam_search(decode_step, start, args.beam_size, target_length, vocab,
-                           args.alpha, states=cache, eos_id=eos_id, stop_early=True,
-                           max_length=target_length, growing_states=growing,
-                           expand_after_first_step=args.expand_after_first_step,
-                           log_probs_from_softmax=from_softmax)
-
-    fn = tf.function(search, jit_compile=args.jit_compile)
-
-    def run():
-        ids, scores = fn(inputs)
-        ids = ids.numpy()   # token 0 is a token too: only EOS's position says the length
-        if not ((ids[..., -1] == eos_id).all() and (ids[..., :-1] != eos_id).all()):
-            raise RuntimeError("a hypothesis ended before --target_length: the benchmark's "
-                               "work is not the stated one")
-        return ids, scores.numpy()
-
-    return run
+    if getattr(args, "intra_threads", 0):
+        tf.config.threading.set_intra_op_parallelism_threads(args.intra_threads)
+    if getattr(args, "inter_threads", 0):
+        tf.config.threading.set_inter_op_parallelism_threads(args.inter_threads)
+    if getattr(args, "mixed_precision", False):
+        import keras
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    return tf
 
 
-def cmd_decode(args) -> None:
-    import numpy as np
-    compare = args.compare and peers_ready(args)  # before TensorFlow is imported
-    tf = setup_tf(args)
-    hparams = get_hparams(args)
-    run = make_decode(args, hparams)
-    flops = decode_flops(hparams, args.vocab_size, args.batch, args.source_length,
-                         args.target_length, args.beam_size)
-    print(f"decode {args.hparams_set} vocab={args.vocab_size} batch={args.batch} "
-          f"source={args.source_length} target={args.target_length} beam={args.beam_size} "
-          f"memory_per_sentence={args.memory_per_sentence} quantize={args.quantize} "
-          f"{describe(args, tf)}", flush=True)
-    print(f"required FLOPs per search: {flops / 1e9:.1f} GFLOP", flush=True)
-    start = time.perf_counter()
-    ids, scores = run()
-    for _ in range(max(0, args.warmup - 1)):
-        run()
-    print(f"warm-up (trace/compile + {args.warmup} search(es)): "
-          f"{time.perf_counter() - start:.1f} s", flush=True)
-    lengths = np.sum(ids[:, 0] != 0, axis=-1)
-    if not (np.all(lengths == args.target_length) and np.all(np.isfinite(scores[:, 0]))
-            and np.all(ids[:, 0, args.target_length - 1] == 1)):
-        raise SystemExit(f"hypotheses are not all {args.target_length} tokens: {lengths}")
-    peak = Peak(tf, args.peak_size, args.peak_seconds)
-    result = timed_interleaved(run, peak, args.repeats)
-    if compare:
-        import benchmark_peers
-        # The peers' own vocabularies keep ids 0-3 special: sources use ids >= 4, EOS added
-        # by CTranslate2 (and appended for PyTorch), source_length tokens in all.
-        rng = np.random.default_rng(1)
-        source = rng.integers(4, args.vocab_size, size=(args.batch, args.source_length - 1))
-        benchmark_peers.compare_paired(
-            run, benchmark_peers.decode_peer_runs(args, hparams, source), args.repeats,
-            args.batch * args.target_length)
-    report("search", result, flops, args.batch * args.target_length, False)
+def get_hparams(hparams_set: str, overrides: str = ""):
+    """The registered hparams set with ``overrides``; imports no TensorFlow."""
+    import t2t_lite.hparams  # noqa: F401  (registers the sets)
+    from t2t_lite.registry import hparams as registered
+    return registered(hparams_set, overrides)
 
 
-def peers_ready(args=None) -> bool:
+def checked_hparams(parser: argparse.ArgumentParser, hparams_set: str, overrides: str = ""):
+    """``get_hparams``; an unknown set or a bad override ends as the parser's usage and
+    one ``error:`` line (exit 2), as a bad flag does."""
+    from t2t_lite.errors import UserError
+    try:
+        return get_hparams(hparams_set, overrides)
+    except UserError as error:
+        parser.error(str(error))
+
+
+def describe(args, tf) -> str:
+    """The run's settings for the first output line; ``cpu=`` names the CPU's SIMD flags
+    (int8 and bfloat16 speeds depend on them), ``onednn=`` whether oneDNN's ops are on."""
+    from t2t_lite.cpu_features import simd_summary
+    from t2t_lite.layers.int8 import onednn_enabled
+    return (f"jit_compile={args.jit_compile} "
+            f"mixed_precision={getattr(args, 'mixed_precision', False)} "
+            f"threads(intra,inter)=({tf.config.threading.get_intra_op_parallelism_threads()},"
+            f"{tf.config.threading.get_inter_op_parallelism_threads()}) "
+            f"cpu={simd_summary()} onednn={onednn_enabled()}")
+
+
+def build_model(hparams, vocab_size: int):
+    from t2t_lite.models.transformer import Transformer
+    model = Transformer(hparams, vocab_size)
+    model.build()
+    return model
+
+
+def peers_ready(args) -> bool:
     """Whether ``--compare`` can run its peers; if not, prints one line saying what to
-    install. A ``--peers`` name that is not a peer of the mode exits with one error line."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import benchmark_peers
-    if args is not None:
-        benchmark_peers.check_peers(args.mode, args.peers)
+    install. A ``--peers`` name that is not a peer of the mode exits with one error line.
+    Runs before TensorFlow is imported (PyTorch must load first)."""
+    benchmark_peers.check_peers(args.mode, args.peers)
     absent = benchmark_peers.missing()
     if absent:
         print(f"--compare: {', '.join(absent)} not installed; install the peers with "
@@ -589,17 +278,430 @@ def peers_ready(args=None) -> bool:
     return True
 
 
-# Sweep (the plot in docs/performance.md) --------------------------------------------------
+# train ----------------------------------------------------------------------------------
+def make_train_step(hparams, vocab_size: int, iterator, jit_compile: bool):
+    """The trainer's ``TrainStep`` (forward, label-smoothed loss, backward, Adam) on a new
+    model over ``iterator``'s batches. Returns (model, step() -> target tokens of the
+    step, synchronised)."""
+    import tensorflow as tf
+    from t2t_lite.training.optimizer import make_optimizer
+    from t2t_lite.training.train_step import TrainStep
+
+    model = build_model(hparams, vocab_size)
+    optimizer = make_optimizer(hparams)
+    optimizer.build(model.trainable_variables)
+    train_step = TrainStep(model, optimizer, tf.distribute.get_strategy(),
+                           hparams.label_smoothing, jit_compile=jit_compile)
+    return model, lambda: float(train_step.step(iterator)["tokens"])
+
+
+def random_batches(vocab_size: int, batch: int, length: int):
+    """An endless iterator over one random batch: inputs and targets int32 [batch, length],
+    EOS last, no padding."""
+    import numpy as np
+    import tensorflow as tf
+    rng = np.random.default_rng(0)
+    features = {name: rng.integers(2, vocab_size, size=(batch, length), dtype=np.int32)
+                for name in ("inputs", "targets")}
+    for ids in features.values():
+        ids[:, -1] = 1
+    return iter(tf.data.Dataset.from_tensors(features).repeat())
+
+
+def cmd_train(args) -> None:
+    tf = setup_tf(args)
+    hparams = get_hparams(args.hparams_set, args.hparams)
+    _, run = make_train_step(hparams, args.vocab_size,
+                             random_batches(args.vocab_size, args.batch, args.length),
+                             args.jit_compile)
+    flops = train_flops(hparams, args.vocab_size, args.batch, args.length, args.length)
+    print(f"train {args.hparams_set} vocab={args.vocab_size} batch={args.batch}x{args.length} "
+          f"{describe(args, tf)}", flush=True)
+    print(f"model FLOPs per step: {flops / 1e9:.1f} GFLOP (3 x forward)", flush=True)
+    start = time.perf_counter()
+    for _ in range(max(1, args.warmup)):
+        run()
+    print(f"warm-up (trace/compile + {args.warmup} step(s)): "
+          f"{time.perf_counter() - start:.1f} s", flush=True)
+    time_against_peers(args, run, flops, args.batch * args.length, "train", args.steps,
+                       lambda: benchmark_peers.train_peer_runs(args, hparams))
+
+
+# decode ---------------------------------------------------------------------------------
+LOSING_LOGIT_PER_CHANNEL = -4.0
+
+
+def make_ids_lose(model, ids: Iterable[int]) -> None:
+    """Sets the random model's weights so that the logits of ``ids`` are far below every
+    other: the decoder's output LayerNorm gets beta 1 on every channel and those ids'
+    softmax rows ``LOSING_LOGIT_PER_CHANNEL`` on every channel, so (gamma = 1, the
+    normalized values sum to 0) their logits are 4 * -d_model (-2,048 at base dimensions,
+    where the other logits lie within about -7..7). Every hypothesis then runs to the
+    search's forced last-position EOS, with no extra pass over the logits. The embedding
+    is shared, so those ids also embed as that row (the work is the same)."""
+    import tensorflow as tf
+    decoder = model.decoder
+    norm = decoder.final_norm if decoder.pre_norm else decoder.blocks[-1].feed_forward_norm
+    norm.beta.assign(tf.ones_like(norm.beta))
+    weights = model.embedding.softmax_weights                              # [V, d]
+    ids = sorted(set(ids))
+    rows = tf.fill([len(ids), weights.shape[1]], LOSING_LOGIT_PER_CHANNEL)
+    weights.assign(tf.tensor_scatter_nd_update(tf.convert_to_tensor(weights),
+                                               [[i] for i in ids], rows))
+
+
+def word_vocabulary(vocab_size: int):
+    """A word-piece vocabulary of ``vocab_size`` whole words (``<pad> <EOS> <unk> w3 ...``):
+    id i >= 3 detokenises to the word ``wi``, so a hypothesis of n tokens before EOS reads
+    as n words."""
+    from t2t_lite.data.vocab import WordPieceVocab
+    with tempfile.TemporaryDirectory(prefix="t2t_lite_benchmark_") as directory:
+        path = Path(directory) / "words.wordpiece.txt"
+        path.write_text("\n".join(["<pad>", "<EOS>", "<unk>"]
+                                  + [f"w{i}" for i in range(3, vocab_size)]) + "\n")
+        return WordPieceVocab(path)
+
+
+def make_decode(args, hparams) -> Callable[[], list]:
+    """``t2t-lite-decoder``'s translation of one fixed batch of random sentences, with
+    ``args``' work (``--batch`` sentences of ``--source_length`` tokens, EOS included, each
+    translated to ``--target_length`` tokens, EOS included) and the decoder's settings.
+    Returns run() -> the ``Translator``'s n-best lists; a hypothesis of another length is
+    an error."""
+    import numpy as np
+    from t2t_lite.data.vocab import EOS_ID, PAD_ID
+    from t2t_lite.decoding.translator import Translator
+
+    model = build_model(hparams, args.vocab_size)
+    make_ids_lose(model, (PAD_ID, EOS_ID))
+    if args.quantize == "int8":   # as t2t-lite-decoder --quantize=int8
+        from t2t_lite.layers.int8 import describe_quantization, quantize_model
+        print(describe_quantization(quantize_model(model), args.jit_compile), flush=True)
+    decode_hparams = DECODER_DEFAULTS.replace(
+        beam_size=args.beam_size, alpha=args.alpha,
+        extra_length=args.target_length - args.source_length)
+    translator = Translator.from_decode_hparams(model, word_vocabulary(args.vocab_size),
+                                                decode_hparams, jit_compile=args.jit_compile)
+    rng = np.random.default_rng(0)
+    sources = [[int(i) for i in row] + [EOS_ID] for row in
+               rng.integers(3, args.vocab_size, size=(args.batch, args.source_length - 1))]
+    words = args.target_length - 1
+
+    def run():
+        nbest = translator.translate_encoded(sources)
+        lengths = sorted({len(text.split()) for beams in nbest for text, _ in beams})
+        if lengths != [words] or any(len(beams) != args.beam_size for beams in nbest):
+            raise RuntimeError(f"hypotheses of {lengths} tokens before EOS, not {words}: the "
+                               f"benchmark's work is not the stated one")
+        return nbest
+
+    return run
+
+
+def check_decode_work(parser: argparse.ArgumentParser, args, hparams) -> None:
+    """The work ``decode`` asks for fits the decoder: one ``error:`` line if not."""
+    if args.target_length < args.source_length:
+        parser.error(f"--target_length={args.target_length} is below --source_length="
+                     f"{args.source_length}: the decoder's extra_length (target minus source "
+                     f"length) cannot be negative; raise --target_length")
+    if args.source_length < 2:
+        parser.error("--source_length must be >= 2 (a token and EOS)")
+    if args.source_length > hparams.max_length:
+        parser.error(f"--source_length={args.source_length} exceeds the model's max_length="
+                     f"{hparams.max_length}; lower it or raise --hparams=max_length=N")
+
+
+def cmd_decode(args) -> None:
+    import numpy as np
+    tf = setup_tf(args)
+    hparams = get_hparams(args.hparams_set, args.hparams)
+    run = make_decode(args, hparams)
+    flops = decode_flops(hparams, args.vocab_size, args.batch, args.source_length,
+                         args.target_length, args.beam_size)
+    print(f"decode {args.hparams_set} vocab={args.vocab_size} batch={args.batch} "
+          f"source={args.source_length} target={args.target_length} beam={args.beam_size} "
+          f"alpha={args.alpha} quantize={args.quantize} {describe(args, tf)}", flush=True)
+    print(f"required FLOPs per search: {flops / 1e9:.1f} GFLOP", flush=True)
+    start = time.perf_counter()
+    for _ in range(max(1, args.warmup)):
+        run()
+    print(f"warm-up (trace/compile + {args.warmup} search(es)): "
+          f"{time.perf_counter() - start:.1f} s", flush=True)
+
+    def peer_runs():
+        # The peers' own vocabularies keep ids 0-3 special: sources use ids >= 4, EOS added
+        # by CTranslate2 (and appended for PyTorch), source_length tokens in all.
+        rng = np.random.default_rng(1)
+        source = rng.integers(4, args.vocab_size, size=(args.batch, args.source_length - 1))
+        return benchmark_peers.decode_peer_runs(args, hparams, source)
+
+    time_against_peers(args, run, flops, args.batch * args.target_length, "search",
+                       args.repeats, peer_runs)
+
+
+# datagen --------------------------------------------------------------------------------
+MEAN_WORDS = 23.0
+SIGMA = 0.6
+
+
+def make_corpus(corpus_dir: Path, pairs: int, seed: int = 1) -> None:
+    """Writes ``source.txt`` and ``target.txt`` (``pairs`` lines each) unless present:
+    sentence lengths log-normal with a mean of ~23 words (sigma 0.6, 1..250 words), the
+    target's length the source's times a log-normal ratio (sigma 0.15), words drawn from a
+    Zipfian (s=1.1) vocabulary of 50,000 made-up words per side (frequent words short)."""
+    import numpy as np
+    done = corpus_dir / "pairs.txt"
+    if done.exists() and int(done.read_text()) >= pairs:
+        return
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyzäöüéèà"))
+
+    def vocabulary(size):
+        lengths = np.clip((2 + np.log1p(np.arange(size)) * 0.9).astype(int), 1, 14)
+        return [("".join(rng.choice(letters, n))) for n in lengths]
+
+    ranks = np.arange(1, 50_001)
+    cdf = np.cumsum(1.0 / ranks ** 1.1)
+    cdf /= cdf[-1]
+    words = [np.array(vocabulary(len(ranks)), dtype=object) for _ in range(2)]
+    mu = math.log(MEAN_WORDS) - SIGMA ** 2 / 2
+    chunk = 100_000
+    with open(corpus_dir / "source.txt", "w", encoding="utf-8") as src, \
+            open(corpus_dir / "target.txt", "w", encoding="utf-8") as tgt:
+        for start in range(0, pairs, chunk):
+            n = min(chunk, pairs - start)
+            src_len = np.clip(np.rint(rng.lognormal(mu, SIGMA, n)), 1, 250).astype(int)
+            tgt_len = np.clip(np.rint(src_len * rng.lognormal(0, 0.15, n)), 1, 250).astype(int)
+            for lengths, vocab, out in ((src_len, words[0], src), (tgt_len, words[1], tgt)):
+                ids = np.searchsorted(cdf, rng.random(int(lengths.sum())))
+                flat = vocab[ids]
+                bounds = np.concatenate([[0], np.cumsum(lengths)])
+                out.write("".join(" ".join(flat[bounds[i]:bounds[i + 1]]) + "\n"
+                                  for i in range(n)))
+    done.write_text(str(pairs))
+
+
+def synthetic_problem(corpus_dir: Path, pairs: int, vocab_size: int, vocab_sentences: int):
+    """A translation problem over the first ``pairs`` pairs of the synthetic corpus;
+    dev/test: 3,000 pairs after them."""
+    from t2t_lite.data.problem import TranslationProblem, VocabSpec
+    from t2t_lite.data.raw import read_parallel_lines
+
+    class SyntheticWmt(TranslationProblem):
+        vocab_spec = VocabSpec(kind="sentencepiece", size=vocab_size,
+                               max_sentences=vocab_sentences)
+        max_length = 256
+        train_shards = 10
+        registered_name = "benchmark_synthetic_wmt"
+
+        def text_pairs(self, split, tmp_dir):
+            lines = read_parallel_lines(corpus_dir / "source.txt", corpus_dir / "target.txt")
+            if split == "train":
+                return itertools.islice(lines, pairs)
+            offset = pairs + (0 if split == "dev" else 3000)
+            return itertools.islice(lines, offset, offset + 3000)
+
+    return SyntheticWmt()
+
+
+def _cpu_seconds(who: int) -> float:
+    """User + system CPU seconds of this process (``RUSAGE_SELF``) or of its finished
+    children, the encoding workers (``RUSAGE_CHILDREN``)."""
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+def datagen_once(args) -> dict:
+    """One datagen run in this process (``--run`` pairs); returns its figures."""
+    from t2t_lite.data import encoding
+    from t2t_lite.data.datagen import generate_problem_data
+    if args.min_pairs_for_workers is not None:
+        encoding.MIN_PAIRS_FOR_WORKERS = args.min_pairs_for_workers
+    problem = synthetic_problem(Path(args.corpus_dir), args.run, args.vocab_size,
+                                args.vocab_sentences)
+    data_dir = Path(args.data_dir)
+    shutil.rmtree(data_dir, ignore_errors=True)
+    data_dir.mkdir(parents=True)
+    if args.vocab_from:
+        shutil.copy(Path(args.vocab_from) / problem.vocab_filename, data_dir)
+    start = time.perf_counter()
+    summary = generate_problem_data(problem, data_dir, data_dir, workers=args.workers)
+    seconds = time.perf_counter() - start
+    train = summary.splits["train"]
+    return {"pairs": args.run, "workers": args.workers, "seconds": round(seconds, 1),
+            "pairs_per_s": round(args.run / seconds), "train_examples": train.examples,
+            "train_shards": len(train.shards), "vocab_reused": summary.vocab_reused,
+            "cpu_s": round(_cpu_seconds(resource.RUSAGE_SELF)
+                           + _cpu_seconds(resource.RUSAGE_CHILDREN), 1),
+            "main_cpu_s": round(_cpu_seconds(resource.RUSAGE_SELF), 1),
+            "workers_cpu_s": round(_cpu_seconds(resource.RUSAGE_CHILDREN), 1),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024}
+
+
+def _datagen_child(args, pairs: int, workers: int, data_dir: Path, vocab_from: str = "") -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "datagen",
+               f"--corpus_dir={args.corpus_dir}", f"--run={pairs}", f"--workers={workers}",
+               f"--data_dir={data_dir}", f"--vocab_size={args.vocab_size}",
+               f"--vocab_sentences={args.vocab_sentences}"]
+    if vocab_from:
+        command.append(f"--vocab_from={vocab_from}")
+    if args.min_pairs_for_workers is not None:
+        command.append(f"--min_pairs_for_workers={args.min_pairs_for_workers}")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    out = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    result["pairs_per_cpu_s"] = round(pairs / result["cpu_s"])
+    print(json.dumps(result), flush=True)
+    return result
+
+
+def cmd_datagen(args) -> None:
+    """``--pairs``: the whole datagen (vocabulary from a bounded sample + encoding) per
+    size, one JSON line each; ``--speedup_pairs``: the same pairs encoded with 1 then 2
+    workers, reusing one vocabulary, and their ratio."""
+    if args.run:
+        print(json.dumps(datagen_once(args)))
+        return
+    sizes = [int(p) for p in args.pairs.split(",") if p]
+    largest = max(sizes + [args.speedup_pairs])
+    start = time.perf_counter()
+    make_corpus(Path(args.corpus_dir), largest + 6000)
+    made = int((Path(args.corpus_dir) / "pairs.txt").read_text())
+    print(f"corpus: {made:,} pairs in {args.corpus_dir} "
+          f"({time.perf_counter() - start:.0f} s to make or find)", flush=True)
+    work = Path(args.work_dir)
+    for pairs in sizes:
+        _datagen_child(args, pairs, args.workers, work / f"full_{pairs}")
+    if args.speedup_pairs:
+        vocab_dir = work / (f"full_{sizes[0]}" if sizes else "vocab")
+        if not list(vocab_dir.glob("vocab.*")):  # kept from an earlier run: reused
+            _datagen_child(args, 20_000, 1, vocab_dir)
+        one = _datagen_child(args, args.speedup_pairs, 1, work / "speedup_1", str(vocab_dir))
+        two = _datagen_child(args, args.speedup_pairs, 2, work / "speedup_2", str(vocab_dir))
+        print(f"speed-up 2 workers / 1 worker: {one['seconds'] / two['seconds']:.2f}x "
+              f"({one['pairs_per_s']:,} -> {two['pairs_per_s']:,} pairs/s)")
+
+
+# input ----------------------------------------------------------------------------------
+def measure_pipeline(dataset, steps: int, warmup: int) -> Dict[str, float]:
+    """Batches/s and target tokens/s (real and padded) of ``steps`` batches of ``dataset``
+    after ``warmup`` batches."""
+    import tensorflow as tf
+    iterator = iter(dataset)
+    for _ in range(warmup):
+        next(iterator)
+    real = padded = 0
+    start = time.perf_counter()
+    for _ in range(steps):
+        targets = next(iterator)["targets"]
+        real += int(tf.math.count_nonzero(targets))
+        padded += int(tf.size(targets))
+    seconds = time.perf_counter() - start
+    return {"batches_per_s": steps / seconds, "tokens_per_s": real / seconds,
+            "padded_tokens_per_s": padded / seconds}
+
+
+def generated_problem(problem_name: str, data_dir: str, tmp_dir=None):
+    """The registered problem, its data generated into ``data_dir`` when missing."""
+    from t2t_lite.data.datagen import generate, stats_path
+    from t2t_lite.data.problem import get_problem
+    problem = get_problem(problem_name)
+    if not stats_path(data_dir, problem.name, "train").exists():
+        print(generate(problem.name, data_dir, tmp_dir).format(), flush=True)
+    return problem
+
+
+def cmd_input(args) -> None:
+    setup_tf(args)
+    from t2t_lite.data.pipeline import make_dataset
+    problem = generated_problem(args.problem, args.data_dir, args.tmp_dir)
+    hparams = get_hparams(args.hparams_set, args.hparams)
+    pipeline = measure_pipeline(
+        make_dataset(problem, args.data_dir, "train", hparams, training=True, seed=1),
+        args.steps, args.warmup)
+    print(f"pipeline {problem.name} batch_size={hparams.batch_size} max_length="
+          f"{hparams.max_length}: {pipeline['batches_per_s']:.1f} batches/s, "
+          f"{pipeline['tokens_per_s']:,.0f} target tokens/s "
+          f"({pipeline['padded_tokens_per_s']:,.0f} with padding)", flush=True)
+    if args.no_model:
+        return
+    model_hparams = get_hparams(args.model_hparams).replace(
+        batch_size=args.model_batch_size, max_length=min(args.model_batch_size, 256))
+    batches = iter(make_dataset(problem, args.data_dir, "train", model_hparams,
+                                training=True, seed=1))
+    _, step = make_train_step(model_hparams, problem.load_vocab(args.data_dir).vocab_size,
+                              batches, args.jit_compile)
+    step()  # trace
+    tokens, start = 0.0, time.perf_counter()
+    for _ in range(args.model_steps):
+        tokens += step()
+    seconds = time.perf_counter() - start
+    print(f"model {args.model_hparams} batch_size={args.model_batch_size}: "
+          f"{args.model_steps / seconds:.3f} steps/s, {tokens / seconds:,.0f} target tokens/s",
+          flush=True)
+    print(f"pipeline / model tokens per second: "
+          f"{pipeline['tokens_per_s'] / (tokens / seconds):.0f}x")
+
+
+# attention ------------------------------------------------------------------------------
+ATTENTION_PROBLEM = "translate_ende_numbers"
+
+
+def cmd_attention(args) -> None:
+    """``--steps`` training steps on ``translate_ende_numbers``, then ``--writes`` calls of
+    the trainer's ``AttentionMonitor.write`` (the first one traces the greedy search); the
+    overhead at a write every ``--every`` steps is ``mean write time / (every * mean step
+    time)``. Prints one JSON line."""
+    setup_tf(args)
+    from t2t_lite.data.pipeline import make_dataset
+    from t2t_lite.monitoring.summaries import AttentionMonitor
+    problem = generated_problem(ATTENTION_PROBLEM, args.data_dir, args.data_dir)
+    vocabulary = problem.load_vocab(args.data_dir)
+    hparams = get_hparams(args.hparams_set, args.hparams)
+    batches = iter(make_dataset(problem, args.data_dir, "train", hparams, training=True, seed=1))
+    model, step = make_train_step(hparams, vocabulary.vocab_size, batches, args.jit_compile)
+    for _ in range(3):  # tracing and warm-up
+        step()
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    step_seconds = (time.perf_counter() - start) / args.steps
+
+    with tempfile.TemporaryDirectory(prefix="attention_bench_") as logdir:
+        monitor = AttentionMonitor(model, problem, vocabulary, args.data_dir, logdir)
+        write_seconds = []
+        for write in range(args.writes):
+            start = time.perf_counter()
+            monitor.write(write)
+            write_seconds.append(time.perf_counter() - start)
+        monitor.close()
+    steady = sum(write_seconds[1:]) / max(len(write_seconds) - 1, 1)
+    mean = sum(write_seconds) / len(write_seconds)
+    print(json.dumps({
+        "hparams_set": args.hparams_set, "step_seconds": round(step_seconds, 4),
+        "write_seconds": [round(s, 2) for s in write_seconds],
+        "every_steps": args.every,
+        "overhead_percent_mean": round(100 * mean / (args.every * step_seconds), 2),
+        "overhead_percent_steady": round(100 * steady / (args.every * step_seconds), 2),
+        "records_per_write": 2 * len(monitor.probes),
+    }))
+
+
+# sweep and plot -------------------------------------------------------------------------
 def cmd_sweep(args) -> None:
-    """One training-step timing per (batch, length) in a fresh process each (peak RSS is
-    per process); prints CSV rows."""
+    """One ``train`` timing per (batch, length) in a fresh process each (peak RSS is per
+    process); prints CSV rows."""
     print("batch,length,step_s,peak_rss_mb,mfu", flush=True)
     for batch in [int(b) for b in args.batches.split(",")]:
         for length in [int(n) for n in args.lengths.split(",")]:
             command = [sys.executable, os.path.abspath(__file__), "train",
-                       f"--hparams_set={args.hparams_set}", f"--vocab_size={args.vocab_size}",
-                       f"--batch={batch}", f"--length={length}", f"--steps={args.steps}",
-                       f"--warmup={args.warmup}"] + (
+                       f"--hparams_set={args.hparams_set}", f"--hparams={args.hparams}",
+                       f"--vocab_size={args.vocab_size}", f"--batch={batch}",
+                       f"--length={length}", f"--steps={args.steps}",
+                       f"--warmup={args.warmup}", f"--peak_size={args.peak_size}",
+                       f"--peak_seconds={args.peak_seconds}"] + (
                            ["--jit_compile"] if args.jit_compile else ["--no-jit_compile"])
             out = subprocess.run(command, capture_output=True, text=True)
             lines = out.stdout.strip().splitlines()
@@ -612,8 +714,8 @@ def cmd_sweep(args) -> None:
 
 
 def cmd_plot(args) -> None:
-    """Step time and peak RSS against sentence length, one line per batch, from the CSV
-    that ``sweep`` prints."""
+    """Step time per target token and peak RSS against sentence length, one line per
+    batch, from the CSV that ``sweep`` prints."""
     import csv
     import matplotlib
     matplotlib.use("Agg")
@@ -646,74 +748,132 @@ def cmd_plot(args) -> None:
     print(f"wrote {args.out} ({os.path.getsize(args.out) / 1024:.0f} KiB)")
 
 
-# Input pipeline -------------------------------------------------------------------------
-DELEGATED = {"input": "benchmark_input.py", "attention": "benchmark_attention.py"}
+# Flags ----------------------------------------------------------------------------------
+def _flag_parent(*adders: Callable[[argparse.ArgumentParser], None]) -> argparse.ArgumentParser:
+    parent = argparse.ArgumentParser(add_help=False)
+    for add in adders:
+        add(parent)
+    return parent
 
 
-def cmd_delegated(mode: str, rest: List[str]) -> None:
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), DELEGATED[mode])
-    raise SystemExit(subprocess.call([sys.executable, script] + rest))
+def add_model_flags(parser: argparse.ArgumentParser) -> None:
+    """The model of train, decode and sweep: a registered hparams set on a vocabulary."""
+    parser.add_argument("--hparams_set", default="transformer_base")
+    parser.add_argument("--hparams", default="", help="overrides, e.g. num_heads=4")
+    parser.add_argument("--vocab_size", type=positive_int, default=37000)
 
 
-def main(argv=None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in DELEGATED:
-        cmd_delegated(argv[0], argv[1:])
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="mode", required=True)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--hparams_set", default="transformer_base")
-    common.add_argument("--hparams", default="", help="overrides, e.g. num_heads=4")
-    common.add_argument("--vocab_size", type=positive_int, default=37000)
-    common.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=True,
-                        help="XLA-compile the train step / the whole search")
-    common.add_argument("--fused_qkv", action=argparse.BooleanOptionalAction, default=True)
-    common.add_argument("--mixed_precision", action=argparse.BooleanOptionalAction,
-                        default=False, help="bfloat16 compute, float32 variables")
-    common.add_argument("--intra_threads", type=non_negative_int, default=0, help="0: TF's default")
-    common.add_argument("--inter_threads", type=non_negative_int, default=0, help="0: TF's default")
-    common.add_argument("--peak_size", type=positive_int, default=2048)
-    common.add_argument("--peak_seconds", type=float, default=3.0,
-                        help="length of each matmul-peak window around a timed step")
-    common.add_argument("--warmup", type=non_negative_int, default=2)
-    common.add_argument("--compare", action="store_true",
+def add_jit_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jit_compile", action=argparse.BooleanOptionalAction, default=False,
+                        help="compile the train step / the search with XLA (the commands' "
+                             "--jit_compile; default off, as in the commands)")
+
+
+def add_timing_flags(parser: argparse.ArgumentParser) -> None:
+    """mfu's matmul peak, warm-up and thread pools (train, decode, sweep)."""
+    parser.add_argument("--intra_threads", type=non_negative_int, default=0,
+                        help="0: TF's default")
+    parser.add_argument("--inter_threads", type=non_negative_int, default=0,
+                        help="0: TF's default")
+    parser.add_argument("--peak_size", type=positive_int, default=2048)
+    parser.add_argument("--peak_seconds", type=float, default=3.0,
+                        help="length of each matmul-peak window around a timed run")
+    parser.add_argument("--warmup", type=non_negative_int, default=2)
+
+
+def add_compare_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--compare", action="store_true",
                         help="also time the peers (CTranslate2 float32/int8 and PyTorch for "
-                             "decode, PyTorch for train; pip install -e .[bench]) on the "
-                             "same shapes and print ratio_vs_NAME lines (t2t-lite speed / "
-                             "the peer's)")
-    common.add_argument("--peers", default="",
+                             "decode, PyTorch for train; pip install -e .[bench]) in paired "
+                             "rounds and print ratio_vs_NAME lines (their time / t2t-lite's)")
+    parser.add_argument("--peers", default="",
                         help="with --compare: a comma-separated subset of the peers, e.g. "
                              "ctranslate2_float32,ctranslate2_int8 (default: all)")
 
-    train = sub.add_parser("train", parents=[common])
-    train.add_argument("--batch", type=positive_int, default=64)
-    train.add_argument("--length", type=positive_int, default=32)
+
+def add_decode_work_flags(parser: argparse.ArgumentParser) -> None:
+    """The search's work: sentences, their source and target lengths, beam size and
+    alpha (defaults: the decoder's)."""
+    parser.add_argument("--batch", type=positive_int, default=32, help="sentences")
+    parser.add_argument("--source_length", type=positive_int, default=24,
+                        help="tokens per source sentence, EOS included")
+    parser.add_argument("--target_length", type=positive_int, default=30,
+                        help="tokens of every hypothesis, EOS included (>= --source_length)")
+    parser.add_argument("--beam_size", type=positive_int, default=DECODER_DEFAULTS.beam_size)
+    parser.add_argument("--alpha", type=float, default=DECODER_DEFAULTS.alpha)
+    parser.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES,
+                        help="int8: as t2t-lite-decoder --quantize=int8 (quantize_model)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    model, jit, timing, compare = (_flag_parent(add_model_flags), _flag_parent(add_jit_flag),
+                                   _flag_parent(add_timing_flags),
+                                   _flag_parent(add_compare_flags))
+
+    train = sub.add_parser("train", parents=[model, jit, timing, compare],
+                           help="the trainer's step on one random batch")
+    train.add_argument("--batch", type=positive_int, default=64, help="sentences")
+    train.add_argument("--length", type=positive_int, default=32, help="tokens each side")
     train.add_argument("--steps", type=positive_int, default=5)
+    train.add_argument("--mixed_precision", action="store_true",
+                       help="bfloat16 compute, float32 variables (the trainer's flag)")
 
-    decode = sub.add_parser("decode", parents=[common])
-    add_search_work_flags(decode)
-    decode.add_argument("--alpha", type=float, default=0.6)
+    decode = sub.add_parser("decode", parents=[model, jit, timing, compare],
+                            help="the decoder's translation of random sentences")
+    add_decode_work_flags(decode)
     decode.add_argument("--repeats", type=positive_int, default=5)
-    decode.add_argument("--memory_per_sentence", action=argparse.BooleanOptionalAction,
-                        default=False)
-    decode.add_argument("--quantize", default="none", choices=QUANTIZE_CHOICES,
-                        help="int8: int8 weights and activations (t2t_lite.layers.int8)")
-    decode.add_argument("--int8_activation_scales", default=DEFAULT_ACTIVATION_SCALES,
-                        choices=ACTIVATION_SCALES,
-                        help="with --quantize=int8: the sublayers' inputs per tensor, the "
-                             "rest per row (mixed, the decoder's default), all per row or "
-                             "all per tensor")
-    decode.add_argument("--log_probs_from_softmax", default=None,
-                        action=argparse.BooleanOptionalAction,
-                        help="each hypothesis's best tokens from the softmax, their log "
-                             "alone (default: the decoder's choice, on for int8 without "
-                             "XLA)")
-    decode.add_argument("--int8_attention", default=None, choices=("float32", "bfloat16"),
-                        help="with --quantize=int8 --no-jit_compile: the self-attention "
-                             "cache's dtype "
-                             "(default: the decoder's choice for this CPU)")
 
-    sweep = sub.add_parser("sweep", parents=[common])
+    datagen = sub.add_parser("datagen", help="datagen on a synthetic WMT-shaped corpus")
+    datagen.add_argument("--corpus_dir", required=True,
+                         help="synthetic corpus (made if missing)")
+    datagen.add_argument("--work_dir", default="/tmp/benchmark_datagen",
+                         help="datagen outputs")
+    datagen.add_argument("--pairs", default="",
+                         help="comma-separated corpus sizes, whole datagen each")
+    datagen.add_argument("--workers", type=positive_int, default=2,
+                         help="encoding processes for --pairs")
+    datagen.add_argument("--speedup_pairs", type=non_negative_int, default=0,
+                         help="encode this many pairs with 1 then 2 workers (one vocabulary)")
+    datagen.add_argument("--vocab_size", type=positive_int, default=8000)
+    datagen.add_argument("--vocab_sentences", type=positive_int, default=200_000,
+                         help="VocabSpec.max_sentences: the bounded vocabulary sample")
+    datagen.add_argument("--min_pairs_for_workers", type=non_negative_int, default=None,
+                         help="start encoding workers only above this many pairs a split "
+                              "(default: datagen's own threshold; 0: always)")
+    datagen.add_argument("--run", type=non_negative_int, default=0, help=argparse.SUPPRESS)
+    datagen.add_argument("--data_dir", default="", help=argparse.SUPPRESS)
+    datagen.add_argument("--vocab_from", default="", help=argparse.SUPPRESS)
+
+    data = sub.add_parser("input", parents=[jit],
+                          help="input pipeline tokens/s next to a training step's")
+    data.add_argument("--problem", default="translate_ende_multi30k")
+    data.add_argument("--data_dir", required=True)
+    data.add_argument("--tmp_dir", default=None, help="raw files, when datagen must run")
+    data.add_argument("--hparams_set", default="transformer_base",
+                      help="its batch_size (tokens) and max_length drive the pipeline")
+    data.add_argument("--hparams", default="", help="overrides, e.g. batch_size=4096")
+    data.add_argument("--steps", type=positive_int, default=200)
+    data.add_argument("--warmup", type=non_negative_int, default=20)
+    data.add_argument("--no_model", action="store_true", help="time the pipeline only")
+    data.add_argument("--model_hparams", default="transformer_base")
+    data.add_argument("--model_batch_size", type=positive_int, default=4096,
+                      help="tokens per step for the model timing")
+    data.add_argument("--model_steps", type=positive_int, default=3)
+
+    attention = sub.add_parser("attention", parents=[jit],
+                               help="the trainer's attention summaries against its steps")
+    attention.add_argument("--data_dir", required=True,
+                           help=f"{ATTENTION_PROBLEM}'s data (generated when missing)")
+    attention.add_argument("--hparams_set", default="transformer_tiny")
+    attention.add_argument("--hparams", default="")
+    attention.add_argument("--steps", type=positive_int, default=50)
+    attention.add_argument("--writes", type=positive_int, default=3)
+    attention.add_argument("--every", type=positive_int, default=1000)
+
+    sweep = sub.add_parser("sweep", parents=[model, jit, timing],
+                           help="train over batches x lengths, fresh processes; CSV")
     sweep.add_argument("--batches", default="16,32,64")
     sweep.add_argument("--lengths", default="16,32,64,128,256")
     sweep.add_argument("--steps", type=positive_int, default=2)
@@ -722,24 +882,31 @@ def main(argv=None) -> None:
     plot.add_argument("--csv", required=True)
     plot.add_argument("--out", required=True)
     plot.add_argument("--title", default="")
+    parser.subcommands = sub.choices   # {mode: its parser}, for errors after parsing
+    return parser
 
-    sub.add_parser("input", help="scripts/benchmark_input.py with the remaining flags")
-    sub.add_parser("attention", help="scripts/benchmark_attention.py (attention-monitoring "
-                                     "overhead) with the remaining flags")
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The flags, checked before any work (a mistake is the usage and one ``error:`` line,
+    exit 2): hparams sets and overrides, decode's work, ``--peers``; then whether
+    ``--compare`` can run (``compare_ready``), before TensorFlow is imported."""
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "int8_attention", None) and args.quantize != "int8":
-        parser.error("--int8_attention sets int8 decoding's self-attention; add "
-                     "--quantize=int8 or drop it")
-    if getattr(args, "int8_activation_scales", "mixed") != "mixed" and args.quantize != "int8":
-        parser.error("--int8_activation_scales sets int8 decoding's activations; add "
-                     "--quantize=int8 or drop it")
-    if getattr(args, "int8_attention", None) and args.jit_compile:
-        parser.error("--int8_attention applies without XLA (an XLA-compiled search keeps "
-                     "the compute dtype); add --no-jit_compile or drop it")
-    if args.mode in ("train", "decode", "sweep"):
-        checked_hparams(parser, args)
-    {"train": cmd_train, "decode": cmd_decode, "sweep": cmd_sweep,
-     "plot": cmd_plot}[args.mode](args)
+    subparser = parser.subcommands[args.mode]
+    if args.mode in ("train", "decode", "sweep", "input", "attention"):
+        hparams = checked_hparams(subparser, args.hparams_set, args.hparams)
+        if args.mode == "decode":
+            check_decode_work(subparser, args, hparams)
+        if args.mode == "input" and not args.no_model:
+            checked_hparams(subparser, args.model_hparams)
+    args.compare_ready = bool(getattr(args, "compare", False)) and peers_ready(args)
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    {"train": cmd_train, "decode": cmd_decode, "datagen": cmd_datagen, "input": cmd_input,
+     "attention": cmd_attention, "sweep": cmd_sweep, "plot": cmd_plot}[args.mode](args)
 
 
 if __name__ == "__main__":

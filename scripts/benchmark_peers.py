@@ -1,7 +1,7 @@
 """The peers a user would pick instead of t2t-lite, timed on the benchmark's shapes.
 
-``scripts/benchmark.py decode --compare`` and ``train --compare`` call these after timing
-t2t-lite, in the same process, with random weights of the same dimensions (layers, d_model,
+``python scripts/benchmark.py decode --compare`` and ``train --compare`` call these after
+timing t2t-lite, in the same process, with random weights of the same dimensions (layers, d_model,
 heads, d_ff, shared vocabulary V):
 
 * decoding: CTranslate2 (``ctranslate2.Translator``, ``compute_type`` float32 and int8)
@@ -16,11 +16,13 @@ heads, d_ff, shared vocabulary V):
 
 Each ``*_run`` function prepares a peer and returns a callable that runs it once.
 ``compare_paired`` times t2t-lite and the peers in rounds, each round timing every one of
-them in turn (each right after an untimed run of its own), and reports the median of the per-round ratios: a change in the
-machine's load during the benchmark then slows both sides of a ratio alike, where timing
-all of t2t-lite's runs and then all of a peer's let it move the ratio. The peers come from
+them in turn (each right after an untimed run of its own), and reports the median of the
+per-round ratios: a change in the machine's load during the benchmark then slows both
+sides of a ratio alike, where timing all of t2t-lite's runs and then all of a peer's would
+let it move the ratio. The peers come from
 the optional extra ``pip install -e .[bench]`` (``ctranslate2``, ``torch``); ``missing()``
-names what is not installed.
+names what is not installed. This module imports nothing from ``benchmark.py``: it takes
+t2t-lite's run as a callable.
 """
 from __future__ import annotations
 
@@ -279,21 +281,22 @@ def _select(peers, args):
     return {name: peers[name] for name in peers if not names or name in names}
 
 
-def paired_seconds(runs: Dict[str, Callable[[], None]], rounds: int,
+def paired_seconds(runs: Dict[str, Callable[[], object]], rounds: int,
                    pause: float = PAUSE_SECONDS) -> Dict[str, List[float]]:
     """Wall seconds of each of ``runs`` over ``rounds`` rounds. In each round every one
     has a turn: ``pause`` seconds of idle, one untimed run, then the timed run, so that
     each is timed warm, right after its own work, as in back-to-back batch translation
-    (and not just after idling or after another library's work, which slowed t2t-lite's
-    int8 search by 5-8% in three of four runs). Returns {name: [seconds per round]}."""
-    import benchmark
-
-    def warm_up(run):
-        time.sleep(pause)
-        run()
-
-    return {name: wall for name, (wall, _) in
-            benchmark.interleaved_timings(runs, rounds, before_each=warm_up).items()}
+    (and not just after idling or after another library's work). Returns {name: [seconds
+    per round]}."""
+    seconds: Dict[str, List[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            time.sleep(pause)
+            run()
+            start = time.perf_counter()
+            run()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
 
 
 def compare_paired(t2t_run: Callable[[], object], peer_runs: Dict[str, Callable[[], None]],
