@@ -1,5 +1,5 @@
 """Datagen at scale: parallel encoding, shard counts that grow with the corpus, and the
-bounded vocabulary sample (the figures are in scripts/benchmark_datagen.py)."""
+bounded vocabulary sample (``python scripts/benchmark.py datagen`` times it at scale)."""
 import collections
 
 import pytest
