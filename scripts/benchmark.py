@@ -18,7 +18,7 @@ Run with the repository installed (``pip install -e .``; ``pip install -e ".[ben
     python scripts/benchmark.py sweep [--lengths=16,32,64,128,256] [--batches=16,32,64] > s.csv
     python scripts/benchmark.py plot --csv=s.csv --out=sweep.png
 
-Every default is the commands' default: ``train`` times the trainer's ``TrainStep`` (no
+The settings are the commands' defaults: ``train`` times the trainer's ``TrainStep`` (no
 XLA, float32, unless ``--jit_compile`` / ``--mixed_precision``, the trainer's flags);
 ``decode`` times ``t2t-lite-decoder``'s path: a ``Translator`` built by
 ``Translator.from_decode_hparams`` with the decoder's decode hparams (beam 4, alpha 0.6,
@@ -72,7 +72,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List
+from typing import Callable, Dict, Iterable
 
 import benchmark_peers
 from t2t_lite.commands.quantize_flag import QUANTIZE_CHOICES, use_onednn_ops  # no TF
@@ -199,7 +199,7 @@ def report(kind: str, result, flops: float, tokens: int, with_step: bool) -> Non
     print(f"{line} mfu={statistics.median(ratios):.3f}", flush=True)
 
 
-def time_against_peers(args, run: Callable[[], object], flops: float, tokens: int,
+def time_and_report(args, run: Callable[[], object], flops: float, tokens: int,
                        kind: str, rounds: int, peer_runs: Callable[[], Dict]) -> None:
     """The timed part of train and decode once ``run`` is warm: mfu's timed runs, then
     (``--compare``) the paired rounds with the peers, then the report."""
@@ -323,7 +323,7 @@ def cmd_train(args) -> None:
         run()
     print(f"warm-up (trace/compile + {args.warmup} step(s)): "
           f"{time.perf_counter() - start:.1f} s", flush=True)
-    time_against_peers(args, run, flops, args.batch * args.length, "train", args.steps,
+    time_and_report(args, run, flops, args.batch * args.length, "train", args.steps,
                        lambda: benchmark_peers.train_peer_runs(args, hparams))
 
 
@@ -404,10 +404,10 @@ def check_decode_work(parser: argparse.ArgumentParser, args, hparams) -> None:
         parser.error(f"--target_length={args.target_length} is below --source_length="
                      f"{args.source_length}: the decoder's extra_length (target minus source "
                      f"length) cannot be negative; raise --target_length")
-    if args.source_length < 2:
-        parser.error("--source_length must be >= 2 (a token and EOS)")
-    if args.source_length > hparams.max_length:
-        parser.error(f"--source_length={args.source_length} exceeds the model's max_length="
+    longest = args.target_length if hparams.pos == "emb" else args.source_length
+    if longest > hparams.max_length:
+        which = "--target_length" if hparams.pos == "emb" else "--source_length"
+        parser.error(f"{which}={longest} exceeds the model's max_length="
                      f"{hparams.max_length}; lower it or raise --hparams=max_length=N")
 
 
@@ -435,7 +435,7 @@ def cmd_decode(args) -> None:
         source = rng.integers(4, args.vocab_size, size=(args.batch, args.source_length - 1))
         return benchmark_peers.decode_peer_runs(args, hparams, source)
 
-    time_against_peers(args, run, flops, args.batch * args.target_length, "search",
+    time_and_report(args, run, flops, args.batch * args.target_length, "search",
                        args.repeats, peer_runs)
 
 
