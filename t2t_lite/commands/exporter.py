@@ -43,9 +43,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def check_before_tensorflow(args: argparse.Namespace) -> None:
     """What needs no TensorFlow, checked before it starts (one error line at once):
-    ``prepare_run_dir_command`` (run directory, ``--quantize``, ``--int8_activation_scales``,
-    ``--decode_hparams``) and that ``--export_dir`` can be made (new or empty, no file in
-    the way, writable). Creates nothing."""
+    ``prepare_run_dir_command`` (run directory, ``--quantize``, ``--decode_hparams``) and
+    that ``--export_dir`` can be made (new or empty, no file in the way, writable). Creates nothing."""
     from t2t_lite.user_paths import creatable_new_dir
     prepare_run_dir_command(args)
     creatable_new_dir(args.export_dir, "--export_dir")
@@ -70,9 +69,8 @@ def run(args: argparse.Namespace):
         info = {"problem": run.run_config.problem, "model": run.run_config.model,
                 "hparams_set": run.run_config.hparams_set, "checkpoint": run.checkpoint}
         if args.quantize == "int8":
-            from t2t_lite.layers.int8 import quantize_model, quantize_record
-            info.update(quantize_record(quantize_model(
-                run.model, activation_scales=args.int8_activation_scales)))
+            from t2t_lite.layers.quantization import quantize_model, quantize_record
+            info.update(quantize_record(quantize_model(run.model, attention_dtype="float32")))
         path = export_translator(run.model, run.vocabulary, hp, args.export_dir, info=info,
                                  constraint=run.problem.decode_constraint(run.vocabulary))
     except BaseException:
