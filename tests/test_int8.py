@@ -25,7 +25,7 @@ from t2t_lite.layers.feed_forward import FeedForward
 from t2t_lite.models.transformer import Transformer
 
 from run_dir_helpers import tiny_run_dir
-from test_exporter import DECODE_HPARAMS, SENTENCES, serve_in_fresh_process
+from test_exporter import DECODE_HPARAMS, SENTENCES
 from test_translator import _NoVocab
 
 # Stated tolerance of int8 logits against float32 on a random-weight model: the largest
@@ -211,11 +211,39 @@ def test_bad_quantize_value_is_one_error_line(capsys, tmp_path, command):
                    "--quantize=none"]
 
 
+SERVE_ALONE_AND_TOGETHER = r"""
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+sentences = json.loads(sys.stdin.read())
+def run(batch):
+    out = serve(sentences=tf.constant(batch, tf.string))
+    return ([t.decode("utf-8") for t in out["translations"].numpy()],
+            out["scores"].numpy().tolist())
+together = run(sentences)
+alone = [run([sentence]) for sentence in sentences]
+print(json.dumps({"translations": together[0], "scores": together[1],
+                  "alone": [a[0][0] for a in alone], "alone_scores": [a[1][0] for a in alone]}))
+"""
+
+
+def _serve_alone_and_together(export_dir, onednn: str) -> dict:
+    """SENTENCES through an export in a fresh process with ``TF_ENABLE_ONEDNN_OPTS=onednn``,
+    as one call and one sentence a call."""
+    result = subprocess.run([sys.executable, "-c", SERVE_ALONE_AND_TOGETHER, str(export_dir)],
+                            input=json.dumps(SENTENCES), capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, TF_ENABLE_ONEDNN_OPTS=onednn))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 def test_int8_export_translates_alike_in_fresh_processes_with_and_without_onednn(capsys,
                                                                                  tmp_path):
-    """The int8 export serves the int8 decoder's translations, with the same translations
-    whether the loading process has oneDNN's ops on or off: its int8 products are the same
+    """The int8 export serves the int8 decoder's translations, each sentence the same alone
+    as among the others, and the same whether the loading process has oneDNN's ops on or
+    off: its int8 products are the same
     op in both (oneDNN's ``_QuantizedMatMul`` is always registered) and its self-attention
     is float32. Scores agree to float32 rounding: TensorFlow's float32 kernels (attention
     products, softmax, layer norm) take oneDNN's or its default implementation with the
@@ -228,25 +256,31 @@ def test_int8_export_translates_alike_in_fresh_processes_with_and_without_onednn
     assert info["quantize"] == "int8" and info["int8_kernel"] == kernel_name()
     assert "int8_activation_scales" not in info and "load_environment" not in info
 
-    served = {flag: serve_in_fresh_process(export_dir, TF_ENABLE_ONEDNN_OPTS=flag)
-              for flag in ("0", "1")}
+    served = {flag: _serve_alone_and_together(export_dir, flag) for flag in ("0", "1")}
     assert served["0"]["translations"] == served["1"]["translations"]
     np.testing.assert_allclose(served["0"]["scores"], served["1"]["scores"], rtol=1e-5)
+    for flag in ("0", "1"):   # each sentence alone translates as among the others
+        assert served[flag]["alone"] == served[flag]["translations"]
+        np.testing.assert_allclose(served[flag]["alone_scores"], served[flag]["scores"],
+                                   rtol=1e-5)
     assert info["int8_attention"] == "float32"
 
     source = tmp_path / "in.txt"
     source.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     decoded = {}
-    for quantize in ("int8", "none"):
-        target = tmp_path / f"out.{quantize}.txt"
+    # The decoder: float32, int8, and int8 one sentence a batch (batch_size=1 token).
+    for name, quantize, extra in (("none", "none", ""), ("int8", "int8", ""),
+                                  ("int8_alone", "int8", ",batch_size=1")):
+        target = tmp_path / f"out.{name}.txt"
         capsys.readouterr()
         assert decoder.main(["--output_dir", str(tiny_run_dir()), "--decode_from_file",
                              str(source), "--decode_to_file", str(target),
-                             "--decode_hparams", DECODE_HPARAMS,
+                             "--decode_hparams", DECODE_HPARAMS + extra,
                              f"--quantize={quantize}"]) == 0
         err = capsys.readouterr().err
         assert ("int8: matmul weights quantized" in err) == (quantize == "int8")
-        decoded[quantize] = target.read_text(encoding="utf-8").split("\n")[:-1]
+        decoded[name] = target.read_text(encoding="utf-8").split("\n")[:-1]
+    assert decoded["int8_alone"] == decoded["int8"]
     assert served["1"]["translations"] == decoded["int8"]
     assert all(served["1"]["translations"][i] for i in (0, 2, 3, 4))
 
@@ -333,7 +367,8 @@ def test_attention_dtype_default_needs_onednn_and_bfloat16_arithmetic(monkeypatc
     keeps the model's compute dtype (float32, or a mixed-precision model's own)."""
     for onednn, bf16, expected in [(True, True, "bfloat16"), (True, False, "float32"),
                                    (False, True, "float32"), (False, False, "float32")]:
-        monkeypatch.setattr(quantization, "onednn_enabled", lambda onednn=onednn: onednn)
+        monkeypatch.setattr(quantization, "onednn_kernel_available",
+                            lambda onednn=onednn: onednn)
         monkeypatch.setattr(quantization, "has_native_bfloat16", lambda bf16=bf16: bf16)
         assert int8.default_attention_dtype() == (expected if expected == "bfloat16"
                                                   else None)
@@ -370,11 +405,12 @@ def test_a_rows_product_is_the_same_alone_and_in_a_batch():
     np.testing.assert_array_equal(alone, in_batch)
 
 
-def _sentences_alone_and_batched(translator_for):
+def _sentences_alone_and_batched(translator_for, attention_dtype=None):
     """Five sentences' int8 translations, batched and each alone: (ids [5, T], scores
-    [5]) for each, from ``translator_for(model)`` over a quantized random model."""
+    [5]) for each, from ``translator_for(model)`` over a random model quantized with
+    ``attention_dtype``."""
     model = _random_model(seed=11)
-    quantize_model(model)
+    quantize_model(model, attention_dtype)
     translator = translator_for(model)
     rng = np.random.default_rng(2)
     batch = np.zeros([5, 8], np.int32)
@@ -405,11 +441,11 @@ def test_a_sentence_translates_the_same_alone_and_in_a_batch():
 
 def test_without_the_private_tensorflow_apis_int8_decoding_falls_back_to_xla(monkeypatch):
     """With a private TensorFlow symbol gone, the backend says so once (a RuntimeWarning
-    naming it) and the int8 product takes the public xla kernel: the same ids and scores,
-    as both kernels compute the same numbers."""
+    naming it) and the int8 product takes the public xla kernel: the same ids and scores
+    (self-attention float32 in both), as both kernels compute the same numbers."""
     if int8_backend.kernel_name() != "onednn":
         pytest.skip("this process has oneDNN's ops off: the xla kernel is already in use")
-    (ids, scores), _ = _sentences_alone_and_batched(_beam_translator)
+    (ids, scores), _ = _sentences_alone_and_batched(_beam_translator, "float32")
     real = int8_backend.private_symbol
     monkeypatch.setattr(int8_backend, "private_symbol", lambda module, name: (
         None if name == "_apply_op_helper" else real(module, name)))
@@ -418,7 +454,8 @@ def test_without_the_private_tensorflow_apis_int8_decoding_falls_back_to_xla(mon
         with pytest.warns(RuntimeWarning, match="op_def_library._apply_op_helper .*"
                                                 "tested with TensorFlow 2.21.*XLA kernel"):
             assert int8_backend.kernel_name() == "xla"
-        (fallback_ids, fallback_scores), _ = _sentences_alone_and_batched(_beam_translator)
+        (fallback_ids, fallback_scores), _ = _sentences_alone_and_batched(_beam_translator,
+                                                                          "float32")
     finally:
         int8_backend.onednn_kernel_available.cache_clear()
     np.testing.assert_array_equal(fallback_ids, ids)

@@ -14,7 +14,7 @@ Shapes (k input channels, n output channels, m rows):
   product accumulated exactly in int32, converted to float32, rescaled per column, then
   per row, in that order on every kernel.
 
-Two kernels compute the product (``t2t_lite.layers.int8_backend.kernel_name``):
+Two kernels compute the product (``kernel_name()``, from ``t2t_lite.layers.int8_backend``):
 
 * ``onednn``: TensorFlow's oneDNN op ``_QuantizedMatMul`` where oneDNN's ops are on in this
   process and the op is traced outside XLA. In a traced function each matmul copies its
@@ -23,6 +23,11 @@ Two kernels compute the product (``t2t_lite.layers.int8_backend.kernel_name``):
   does not keep a copy.
 * ``xla``: ``tf.linalg.matmul(int8, int8, output_type=int32)`` compiled by XLA: otherwise,
   and always inside an XLA-compiled caller.
+
+For the same input rows both give bit-identical results: the same exact product, and
+``Int8Kernel.scale`` is the float32 column scale oneDNN derives. A graph traced with the
+``onednn`` kernel also runs where oneDNN's ops are off: TensorFlow registers
+``_QuantizedMatMul`` in its oneDNN builds (x86-64) either way.
 
 The quantizable layers (``MultiHeadAttention``, ``FeedForward``, ``SharedEmbedding``) hold
 their kernels in an ``Int8Kernels``; ``t2t_lite.layers.quantization`` has the model-level
@@ -35,8 +40,8 @@ from typing import Dict
 
 import tensorflow as tf
 
-from t2t_lite.layers import int8_backend
-from t2t_lite.layers.int8_backend import in_xla_context, kernel_name, onednn_enabled  # noqa: F401
+from t2t_lite.layers.int8_backend import (in_xla_context, kernel_name,  # noqa: F401
+                                          onednn_enabled, onednn_quantized_matmul)
 from t2t_lite.layers.quantization import (  # noqa: F401  (the public entry points)
     ATTENTION_DTYPES, default_attention_dtype, describe_quantization, quantization_of,
     quantize_model, quantize_record)
@@ -97,7 +102,7 @@ def quantize_rows(x):
 
 
 _eager_onednn_op = tf.function(
-    functools.partial(int8_backend.onednn_quantized_matmul, weight_const=False),
+    functools.partial(onednn_quantized_matmul, weight_const=False),
     autograph=False, reduce_retracing=True)
 
 
@@ -105,8 +110,7 @@ def _onednn_product(x_q, kernel: Int8Kernel):
     """int8 [m, k] -> float32 [m, n] = (x_q @ q) * scale (oneDNN)."""
     # Traced: n is static, so grappler folds the zeros into a constant.
     bias = tf.zeros(kernel.channel_min.shape, tf.float32)
-    op = (_eager_onednn_op if tf.executing_eagerly()
-          else int8_backend.onednn_quantized_matmul)
+    op = _eager_onednn_op if tf.executing_eagerly() else onednn_quantized_matmul
     return op(x_q, kernel.q, kernel.channel_min, kernel.channel_max, bias)
 
 
@@ -131,7 +135,7 @@ def int8_product(rows, kernel: Int8Kernel):
     the rows quantized, multiplied by the kernel's int8 weights (exactly, in int32) and
     rescaled by the columns' scales, not yet by the rows'."""
     x_q, row_scale = quantize_rows(rows)
-    if int8_backend.kernel_name() == "onednn" and not in_xla_context():
+    if kernel_name() == "onednn" and not in_xla_context():
         return _onednn_product(x_q, kernel), row_scale
     return _xla_column_scaled_product(x_q, kernel), row_scale
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Iterator, List, Optional
 
 from t2t_lite.cpu_features import has_native_bfloat16
-from t2t_lite.layers.int8_backend import kernel_name, onednn_enabled
+from t2t_lite.layers.int8_backend import kernel_name, onednn_kernel_available
 
 QUANTIZATION_MODES = ("none", "int8")
 ATTENTION_DTYPES = ("float32", "bfloat16")
@@ -70,9 +70,11 @@ def quantizable_layers(model) -> Iterator[QuantizableLayer]:
 
 
 def default_attention_dtype() -> Optional[str]:
-    """The self-attention dtype of int8 decoding in this process: bfloat16 where oneDNN's
-    ops are on and the CPU has bfloat16 arithmetic, else None (the model's compute dtype)."""
-    return "bfloat16" if onednn_enabled() and has_native_bfloat16() else None
+    """The self-attention dtype of int8 decoding in this process: bfloat16 where the
+    ``onednn`` int8 kernel is in use (oneDNN's ops on, and the private TensorFlow APIs
+    that also tell an XLA-compiled function apart, outside which alone it applies) and the
+    CPU has bfloat16 arithmetic; else None (the model's compute dtype)."""
+    return "bfloat16" if onednn_kernel_available() and has_native_bfloat16() else None
 
 
 class Int8Summary:
