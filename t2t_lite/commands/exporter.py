@@ -49,7 +49,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 def check_before_tensorflow(args: argparse.Namespace) -> None:
     """What needs no TensorFlow, checked before it starts (one error line at once):
     ``prepare_run_dir_command`` (run directory, ``--quantize``, ``--decode_hparams``) and
-    that ``--export_dir`` can be made (new or empty, no file in the way, writable). Creates nothing."""
+    that ``--export_dir`` can be made (new or empty, no file in the way, writable).
+    Creates nothing."""
     from t2t_lite.user_paths import creatable_new_dir
     prepare_run_dir_command(args)
     creatable_new_dir(args.export_dir, "--export_dir")

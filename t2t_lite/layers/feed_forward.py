@@ -11,7 +11,6 @@ float32; ``get_config()["quantization"]`` records it.
 from __future__ import annotations
 
 import keras
-from keras import ops
 
 from t2t_lite.layers.int8 import Int8Kernels, int8_matmul
 from t2t_lite.layers.quantization import (QuantizableLayer, check_quantization,

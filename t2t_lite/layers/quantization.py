@@ -5,7 +5,9 @@ quantizes its own kernels with ``layer.quantize("int8")`` (as Keras's ``Dense.qu
 and reports its mode as ``layer.quantization`` (``"none"`` or ``"int8"``), which is part of
 its ``get_config``. The contract of each such layer:
 
-* ``quantize("int8")`` needs a built layer; it derives int8 kernels
+* ``quantize("int8")`` needs a built layer (Keras checks that, and refuses int8 for a
+  float16 compute dtype: quantize a ``mixed_float16`` model's float32 or bfloat16
+  rebuild instead); it derives int8 kernels
   (``t2t_lite.layers.int8.Int8Kernel``) from the layer's float32 kernels as they are
   now, and from then on ``call`` multiplies in int8. The float32 variables stay (training
   and checkpoints of them are unaffected); calling it again re-derives the int8 kernels
