@@ -462,6 +462,34 @@ def test_without_the_private_tensorflow_apis_int8_decoding_falls_back_to_xla(mon
     np.testing.assert_array_equal(fallback_scores, scores)
 
 
+def test_an_op_that_no_longer_takes_its_attributes_means_the_xla_kernel(monkeypatch):
+    """The backend builds ``_QuantizedMatMul`` once in a scratch graph; an op that refuses
+    its inputs or attributes (a TensorFlow upgrade) is one warning and the xla kernel."""
+    if not int8_backend.onednn_enabled():
+        pytest.skip("this process has oneDNN's ops off: the xla kernel is already in use")
+
+    def refused(*args, **kwargs):
+        raise TypeError("no such attribute")
+
+    monkeypatch.setattr(int8_backend, "onednn_quantized_matmul", refused)
+    int8_backend.onednn_kernel_available.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="_QuantizedMatMul with the inputs"):
+            assert int8_backend.kernel_name() == "xla"
+        kernel = Int8Kernel(np.random.default_rng(8).standard_normal((16, 8)).astype(np.float32))
+        x = np.random.default_rng(9).standard_normal((3, 16)).astype(np.float32)
+        np.testing.assert_allclose(int8_matmul(tf.constant(x), kernel).numpy(),
+                                   reference_int8_matmul(x, kernel_weights(kernel)),
+                                   rtol=1e-5, atol=1e-5)
+    finally:
+        int8_backend.onednn_kernel_available.cache_clear()
+
+
+def kernel_weights(kernel):
+    """float32 [k, n] weights that quantize to exactly ``kernel``'s."""
+    return kernel.dequantized().numpy()
+
+
 def test_no_import_circle_among_the_layer_modules():
     """Counting imports inside functions, the modules of t2t_lite.layers import each other
     without a circle, and only int8_backend names TensorFlow's private modules."""

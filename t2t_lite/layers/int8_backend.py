@@ -79,16 +79,30 @@ def _op_registered(name: str) -> bool:
     return registry is not None and registry(name) is not None
 
 
+def _op_builds() -> bool:
+    """Whether ``onednn_quantized_matmul`` builds (in a scratch graph, nothing runs): the
+    op still takes the inputs and attributes it is given."""
+    try:
+        with tf.Graph().as_default():
+            onednn_quantized_matmul(tf.zeros([1, 4], tf.int8), tf.zeros([4, 2], tf.int8),
+                                    -tf.ones([2]), tf.ones([2]), tf.zeros([2]))
+        return True
+    except Exception:  # noqa: BLE001  (any refusal means: use the public kernel)
+        return False
+
+
 @functools.lru_cache(maxsize=None)
 def onednn_kernel_available() -> bool:
     """Whether this TensorFlow offers everything the ``onednn`` kernel needs (checked
     once; a missing piece is one warning, where oneDNN's ops are on)."""
     if not onednn_enabled():
         return False
-    for found, what in ((_xla_context_test(), "control_flow_util.GraphOrParentsInXlaContext"),
-                        (_apply_op_helper(), "op_def_library._apply_op_helper"),
-                        (_op_registered(ONEDNN_OP), f"registered op {ONEDNN_OP}")):
-        if not found:
+    checks = ((_xla_context_test, "control_flow_util.GraphOrParentsInXlaContext"),
+              (_apply_op_helper, "op_def_library._apply_op_helper"),
+              (lambda: _op_registered(ONEDNN_OP), f"registered op {ONEDNN_OP}"),
+              (_op_builds, f"{ONEDNN_OP} with the inputs and attributes t2t-lite gives it"))
+    for check, what in checks:
+        if not check():
             _warn_missing(what, "int8 matmuls use the slower public XLA kernel")
             return False
     return True
