@@ -122,9 +122,9 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
                                                                 args.checkpoint_path or None)
     if args.quantize == "int8":
-        from t2t_lite.layers.int8 import describe_quantization, quantize_model
-        weights = quantize_model(model, activation_scales=args.int8_activation_scales)
-        print(describe_quantization(weights, args.jit_compile), file=sys.stderr)
+        from t2t_lite.layers.quantization import describe_quantization, quantize_model
+        print(describe_quantization(quantize_model(model), args.jit_compile),
+              file=sys.stderr)
     hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
     source_name = args.decode_from_file or "<stdin>"
     data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()

@@ -10,6 +10,11 @@ The ``serving_default`` signature takes ``sentences`` (``tf.string [n]``) and re
 checkpoint or, when that is damaged, the newest readable one, with a warning (as
 ``t2t-lite-decoder`` does). Decode hparams start from the problem's defaults, as in
 ``t2t-lite-decoder`` (``batch_size`` does not apply: a caller's batch is decoded whole).
+
+``--quantize=int8`` exports int8 matmuls (activations quantized per row, so a sentence's
+translation does not depend on the other sentences of a call) with float32
+self-attention: an export loads and translates the same with ``TF_ENABLE_ONEDNN_OPTS`` set
+to 0 or 1 (``t2t_lite.layers.int8``).
 """
 from __future__ import annotations
 
@@ -43,9 +48,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def check_before_tensorflow(args: argparse.Namespace) -> None:
     """What needs no TensorFlow, checked before it starts (one error line at once):
-    ``prepare_run_dir_command`` (run directory, ``--quantize``, ``--int8_activation_scales``,
-    ``--decode_hparams``) and that ``--export_dir`` can be made (new or empty, no file in
-    the way, writable). Creates nothing."""
+    ``prepare_run_dir_command`` (run directory, ``--quantize``, ``--decode_hparams``) and
+    that ``--export_dir`` can be made (new or empty, no file in the way, writable).
+    Creates nothing."""
     from t2t_lite.user_paths import creatable_new_dir
     prepare_run_dir_command(args)
     creatable_new_dir(args.export_dir, "--export_dir")
@@ -70,9 +75,10 @@ def run(args: argparse.Namespace):
         info = {"problem": run.run_config.problem, "model": run.run_config.model,
                 "hparams_set": run.run_config.hparams_set, "checkpoint": run.checkpoint}
         if args.quantize == "int8":
-            from t2t_lite.layers.int8 import quantize_model, quantize_record
-            info.update(quantize_record(quantize_model(
-                run.model, activation_scales=args.int8_activation_scales)))
+            from t2t_lite.layers.quantization import quantize_model, quantize_record
+            # float32 self-attention: a bfloat16 attention product would round differently
+            # with and without oneDNN's ops in the loading process.
+            info.update(quantize_record(quantize_model(run.model, attention_dtype="float32")))
         path = export_translator(run.model, run.vocabulary, hp, args.export_dir, info=info,
                                  constraint=run.problem.decode_constraint(run.vocabulary))
     except BaseException:

@@ -35,9 +35,13 @@ dynamic-update-slice), and attention is masked to positions <= step. A growing c
 [b, h, step, d] (the default without XLA; length 0 at step 0) gets them appended, so
 writes, attention and beam reorders cost only the positions decoded so far.
 ``memory_attention`` attends with encoder keys and values computed once by
-``project_memory``. The cache holds ``cache_dtype``: the compute dtype, or bfloat16 where
-int8 decoding chose it (``t2t_lite.layers.int8.quantize_model``), half the bytes to
-append, reorder and attend over each step.
+``project_memory``. The cache holds ``cache_dtype``: the compute dtype, or the dtype
+``set_decode_dtype`` chose (int8 decoding's bfloat16, ``t2t_lite.layers.quantization``:
+half the bytes to append, reorder and attend over each step).
+
+Int8 (``quantize("int8")``, ``t2t_lite.layers.quantization`` states the contract): the
+fused Q/K/V (or Q and K/V) and output kernels multiply in int8
+(``t2t_lite.layers.int8.int8_matmul``); ``get_config()["quantization"]`` records it.
 """
 from __future__ import annotations
 
@@ -48,7 +52,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from t2t_lite.layers.int8 import get_kernel, in_xla_context, int8_matmul
+from t2t_lite.layers.int8 import Int8Kernels, in_xla_context, int8_matmul
+from t2t_lite.layers.quantization import (QuantizableLayer, check_quantization,
+                                          check_quantize_mode)
 
 
 def padding_mask(ids: tf.Tensor, pad_id: int = 0) -> tf.Tensor:
@@ -67,7 +73,7 @@ def large_negative(dtype) -> float:
     return -3e4 if tf.as_dtype(dtype) == tf.float16 else -1e9
 
 
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(QuantizableLayer, keras.layers.Layer):
     """Multi-head attention (Vaswani et al., 2017, section 3.2.2) without biases.
 
     Args:
@@ -79,11 +85,13 @@ class MultiHeadAttention(keras.layers.Layer):
         by ``dropout_layer``.
       self_attention: True for self-attention (fused Q,K,V kernel), False for
         encoder-decoder attention (Q kernel and fused K,V kernel).
+      quantization: "none" or "int8" (int8 from the end of ``build``; see
+        ``t2t_lite.layers.quantization``).
     """
 
     def __init__(self, num_heads: int, key_channels: int, value_channels: int,
                  output_channels: int, dropout: float = 0.0, self_attention: bool = True,
-                 **kwargs):
+                 quantization: str = "none", **kwargs):
         super().__init__(**kwargs)
         for name, channels in (("key_channels", key_channels),
                                ("value_channels", value_channels)):
@@ -99,6 +107,19 @@ class MultiHeadAttention(keras.layers.Layer):
         self.key_depth = key_channels // num_heads
         self.value_depth = value_channels // num_heads
         self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.quantization = check_quantization(quantization)
+        self.int8_kernels = None      # Int8Kernels once quantized
+        self.decode_dtype = None      # set_decode_dtype's choice for the cache
+
+    @property
+    def kernel_names(self) -> Tuple[str, ...]:
+        """The names of this layer's kernels (each a [d_in, channels] weight)."""
+        return (("qkv_kernel",) if self.self_attention
+                else ("q_kernel", "kv_kernel")) + ("output_kernel",)
+
+    @property
+    def int8_kernel_count(self) -> int:
+        return len(self.kernel_names)
 
     def build(self, query_shape, memory_shape=None):
         d_in = query_shape[-1]
@@ -116,6 +137,26 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_kernel = self.add_weight(name="output_kernel",
                                              shape=(v, self.output_channels),
                                              initializer=init)
+        if self.quantization == "int8":
+            self._make_int8_kernels()
+
+    def quantize(self, mode, config=None, **kwargs):
+        """Quantizes this layer's kernels to int8 (``mode="int8"``; contract in
+        ``t2t_lite.layers.quantization``). ``config``: Keras's default for the mode."""
+        check_quantize_mode(mode)
+        self._make_int8_kernels()
+        self.quantization = "int8"
+
+    def _make_int8_kernels(self):
+        self.int8_kernels = Int8Kernels({name: getattr(self, name)
+                                         for name in self.kernel_names},
+                                        name=f"{self.name}_int8")
+
+    def set_decode_dtype(self, dtype: str) -> None:
+        """The dtype of the self-attention decoding cache and of the attention products
+        over it, outside XLA (``cache_dtype``); encoder-decoder attention keeps none."""
+        if self.self_attention:
+            self.decode_dtype = dtype
 
     # Projections -----------------------------------------------------------------
     def _split_heads(self, x, depth):
@@ -133,19 +174,18 @@ class MultiHeadAttention(keras.layers.Layer):
     @property
     def cache_dtype(self) -> str:
         """The dtype of the self-attention cache's keys and values and of the attention
-        products over them: the compute dtype, unless
-        ``t2t_lite.layers.int8.quantize_model`` chose another one for decoding without
-        XLA (inside an XLA-compiled function the compute dtype stays)."""
-        chosen = getattr(self, "_t2t_cache_dtype", None)
+        products over them: the compute dtype, unless ``set_decode_dtype`` chose another
+        one for decoding without XLA (inside an XLA-compiled function the compute dtype
+        stays)."""
+        chosen = self.decode_dtype
         return self.compute_dtype if chosen is None or in_xla_context() else chosen
 
     def _matmul(self, x, name: str, dtype=None):
         """x [..., d] @ the kernel ``name`` -> [..., channels] in ``dtype`` (default: the
-        compute dtype); int8 after ``t2t_lite.layers.int8.quantize_model``."""
+        compute dtype); int8 once quantized."""
         dtype = dtype or self.compute_dtype
-        kernel = get_kernel(self, name)
-        if kernel is not None:
-            return int8_matmul(x, kernel, dtype)
+        if self.int8_kernels is not None:
+            return int8_matmul(x, self.int8_kernels[name], dtype)
         return ops.cast(ops.matmul(x, self._kernel(getattr(self, name))), dtype)
 
     def project_self(self, x) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -289,7 +329,7 @@ class MultiHeadAttention(keras.layers.Layer):
         config.update(num_heads=self.num_heads, key_channels=self.key_channels,
                       value_channels=self.value_channels,
                       output_channels=self.output_channels, dropout=self.dropout,
-                      self_attention=self.self_attention)
+                      self_attention=self.self_attention, quantization=self.quantization)
         return config
 
 

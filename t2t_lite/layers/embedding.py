@@ -7,7 +7,10 @@
 * ``SharedEmbedding``: one [vocab, d_model] matrix for source tokens, target tokens and
   (when ``shared_softmax``) the pre-softmax projection; lookups are scaled by
   sqrt(d_model) and the padding id 0 embeds to zeros (as tensor2tensor). With
-  ``shared_softmax=False`` a separate [vocab, d_model] softmax matrix is used.
+  ``shared_softmax=False`` a separate [vocab, d_model] softmax matrix is used. Its
+  ``quantize("int8")`` (contract in ``t2t_lite.layers.quantization``) makes the
+  pre-softmax projection an int8 product (``t2t_lite.layers.int8.int8_matmul``); the
+  lookups stay float32.
 """
 from __future__ import annotations
 
@@ -16,7 +19,9 @@ import math
 import keras
 from keras import ops
 
-from t2t_lite.layers.int8 import get_kernel, int8_matmul
+from t2t_lite.layers.int8 import Int8Kernels, int8_matmul
+from t2t_lite.layers.quantization import (QuantizableLayer, check_quantization,
+                                          check_quantize_mode)
 
 
 def timing_signal(positions, channels: int):
@@ -72,21 +77,26 @@ class LearnedPositionEmbedding(keras.layers.Layer):
         return config
 
 
-class SharedEmbedding(keras.layers.Layer):
+class SharedEmbedding(QuantizableLayer, keras.layers.Layer):
     """Token embedding [vocab, d_model] and the pre-softmax projection.
 
     ``call(ids [b, n] int) -> [b, n, d_model]``: lookup * sqrt(d_model), zeros at id 0.
     ``logits(x [b, n, d_model]) -> float32 [b, n, vocab]``: x @ W^T with W the embedding
-    matrix (``shared_softmax``) or a separate softmax matrix.
+    matrix (``shared_softmax``) or a separate softmax matrix; int8 once quantized
+    (``quantization``: "none" or "int8", int8 from the end of ``build``).
     """
 
+    int8_kernel_count = 1
+
     def __init__(self, vocab_size: int, hidden_size: int, shared_softmax: bool = True,
-                 pad_id: int = 0, **kwargs):
+                 pad_id: int = 0, quantization: str = "none", **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.shared_softmax = shared_softmax
         self.pad_id = pad_id
+        self.quantization = check_quantization(quantization)
+        self.int8_kernels = None      # Int8Kernels once quantized
 
     def build(self, input_shape=None):
         init = keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5)
@@ -97,6 +107,20 @@ class SharedEmbedding(keras.layers.Layer):
             self.softmax_kernel = self.add_weight(name="softmax_kernel",
                                                   shape=(self.vocab_size, self.hidden_size),
                                                   initializer=init)
+        if self.quantization == "int8":
+            self._make_int8_kernels()
+
+    def quantize(self, mode, config=None, **kwargs):
+        """Quantizes the pre-softmax projection to int8 (``mode="int8"``; contract in
+        ``t2t_lite.layers.quantization``). ``config``: Keras's default for the mode."""
+        check_quantize_mode(mode)
+        self._make_int8_kernels()
+        self.quantization = "int8"
+
+    def _make_int8_kernels(self):
+        self.int8_kernels = Int8Kernels(
+            {"softmax": keras.ops.transpose(self.softmax_weights)},   # [d_model, vocab]
+            name=f"{self.name}_int8")
 
     def call(self, ids):
         x = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
@@ -104,9 +128,8 @@ class SharedEmbedding(keras.layers.Layer):
         return x * ops.cast(ops.not_equal(ids, self.pad_id), self.compute_dtype)[..., None]
 
     def logits(self, x):
-        quantized = get_kernel(self, "softmax")
-        if quantized is not None:  # int8 inference (t2t_lite.layers.int8.quantize_model)
-            return int8_matmul(x, quantized, "float32")
+        if self.int8_kernels is not None:  # int8 inference
+            return int8_matmul(x, self.int8_kernels["softmax"], "float32")
         logits = ops.matmul(x, ops.transpose(ops.cast(self.softmax_weights, self.compute_dtype)))
         return ops.cast(logits, "float32")
 
@@ -118,5 +141,6 @@ class SharedEmbedding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
-                      shared_softmax=self.shared_softmax, pad_id=self.pad_id)
+                      shared_softmax=self.shared_softmax, pad_id=self.pad_id,
+                      quantization=self.quantization)
         return config

@@ -3,26 +3,34 @@
 Shapes: x [b, n, d_model] -> hidden [b, n, filter_size] -> output [b, n, d_model].
 Dropout with rate ``relu_dropout`` acts on the ReLU output (training only), as in
 tensor2tensor. Both dense layers carry biases, as in the paper and tensor2tensor.
+
+Int8 (``quantize("int8")``, contract in ``t2t_lite.layers.quantization``): both kernels
+multiply in int8 (``t2t_lite.layers.int8.int8_matmul``), the biases and the ReLU stay
+float32; ``get_config()["quantization"]`` records it.
 """
 from __future__ import annotations
 
 import keras
-from keras import ops
 
-from t2t_lite.layers.int8 import get_kernel, int8_matmul
+from t2t_lite.layers.int8 import Int8Kernels, int8_matmul
+from t2t_lite.layers.quantization import (QuantizableLayer, check_quantization,
+                                          check_quantize_mode)
 
 
-class FeedForward(keras.layers.Layer):
+class FeedForward(QuantizableLayer, keras.layers.Layer):
     """Two dense layers with a ReLU between them.
 
     Args:
       filter_size: d_ff, the hidden width.
       output_channels: d_model, the output width.
       relu_dropout: dropout rate on the hidden activations.
+      quantization: "none" or "int8" (int8 from the end of ``build``).
     """
 
+    int8_kernel_count = 2
+
     def __init__(self, filter_size: int, output_channels: int, relu_dropout: float = 0.0,
-                 **kwargs):
+                 quantization: str = "none", **kwargs):
         super().__init__(**kwargs)
         self.filter_size = filter_size
         self.output_channels = output_channels
@@ -32,22 +40,39 @@ class FeedForward(keras.layers.Layer):
         self.dropout_layer = keras.layers.Dropout(relu_dropout, dtype=self.dtype_policy)
         self.output_dense = keras.layers.Dense(output_channels, name="output",
                                                dtype=self.dtype_policy)
+        self.quantization = check_quantization(quantization)
+        self.int8_kernels = None      # Int8Kernels once quantized
 
     def build(self, input_shape):
         self.hidden.build(input_shape)
         self.output_dense.build(tuple(input_shape[:-1]) + (self.filter_size,))
+        if self.quantization == "int8":
+            self._make_int8_kernels()
+
+    def quantize(self, mode, config=None, **kwargs):
+        """Quantizes both kernels to int8 (``mode="int8"``; contract in
+        ``t2t_lite.layers.quantization``). ``config``: Keras's default for the mode."""
+        check_quantize_mode(mode)
+        self._make_int8_kernels()
+        self.quantization = "int8"
+
+    def _make_int8_kernels(self):
+        self.int8_kernels = Int8Kernels({"hidden": self.hidden.kernel,
+                                         "output": self.output_dense.kernel},
+                                        name=f"{self.name}_int8")
 
     def call(self, x, training=False):
         """x [b, n, d_in] -> [b, n, output_channels]."""
-        hidden, output = get_kernel(self, "hidden"), get_kernel(self, "output")
-        if hidden is not None and output is not None:  # int8 inference (quantize_model)
+        if self.int8_kernels is not None:  # int8 inference
             dtype = self.compute_dtype
-            h = int8_matmul(x, hidden, dtype, bias=self.hidden.bias, relu=True)
-            return int8_matmul(h, output, dtype, bias=self.output_dense.bias)
+            h = int8_matmul(x, self.int8_kernels["hidden"], dtype, bias=self.hidden.bias,
+                            relu=True)
+            return int8_matmul(h, self.int8_kernels["output"], dtype,
+                               bias=self.output_dense.bias)
         return self.output_dense(self.dropout_layer(self.hidden(x), training=training))
 
     def get_config(self):
         config = super().get_config()
         config.update(filter_size=self.filter_size, output_channels=self.output_channels,
-                      relu_dropout=self.relu_dropout)
+                      relu_dropout=self.relu_dropout, quantization=self.quantization)
         return config

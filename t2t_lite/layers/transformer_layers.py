@@ -14,6 +14,9 @@ named ``*dropout`` is a float rate and the ``keras.layers.Dropout`` applying it 
 ``*dropout_layer``. Shapes: b batch, s source length, t target length, d = hidden_size,
 h heads, L the self-attention cache length (preallocated decode length, or the positions
 decoded so far for a growing cache).
+
+Each layer and stack lists its direct sublayers in ``layers``, as ``keras.Model.layers``
+does (``t2t_lite.layers.quantization.quantize_model`` finds the quantizable ones there).
 """
 from __future__ import annotations
 
@@ -89,9 +92,14 @@ class EncoderLayer(_ResidualLayer):
         self.self_attention_norm = self._norm("self_attention_norm")
         self.feed_forward_norm = self._norm("feed_forward_norm")
 
+    @property
+    def layers(self) -> List[keras.layers.Layer]:
+        """The sublayers, in the order they apply."""
+        return [self.self_attention, self.self_attention_norm, self.feed_forward,
+                self.feed_forward_norm]
+
     def build(self, x_shape):
-        for layer in (self.self_attention, self.self_attention_norm, self.feed_forward,
-                      self.feed_forward_norm):
+        for layer in self.layers:
             layer.build(x_shape)
 
     def call(self, x, attention_mask=None, training=False, return_attention_weights=False):
@@ -124,6 +132,12 @@ class DecoderLayer(_ResidualLayer):
         self.self_attention_norm = self._norm("self_attention_norm")
         self.encdec_attention_norm = self._norm("encdec_attention_norm")
         self.feed_forward_norm = self._norm("feed_forward_norm")
+
+    @property
+    def layers(self) -> List[keras.layers.Layer]:
+        """The sublayers, in the order they apply."""
+        return [self.self_attention, self.self_attention_norm, self.encdec_attention,
+                self.encdec_attention_norm, self.feed_forward, self.feed_forward_norm]
 
     def build(self, x_shape, memory_shape=None):
         memory_shape = x_shape if memory_shape is None else memory_shape
@@ -211,6 +225,11 @@ class _Stack(keras.layers.Layer):
         self.final_norm = (keras.layers.LayerNormalization(
             epsilon=self.layer_config.get("layer_norm_epsilon", 1e-6), name="final_norm",
             dtype=self.dtype_policy) if self.pre_norm else None)
+
+    @property
+    def layers(self) -> List[keras.layers.Layer]:
+        """The blocks in order, then the final LayerNorm (pre-norm only)."""
+        return list(self.blocks) + ([self.final_norm] if self.pre_norm else [])
 
     def _finish(self, x):
         return self.final_norm(x) if self.pre_norm else x

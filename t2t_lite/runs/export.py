@@ -52,7 +52,6 @@ class TranslationModule(tf.Module):
                  constraint=None):
         super().__init__(name="t2t_lite_translation")
         self.model = model
-        self.int8_weights = getattr(model, "int8_weights", None)  # --quantize=int8
         self.vocabulary = vocabulary
         self.return_beams = decode_hparams.return_beams
         self._translator = Translator.from_decode_hparams(model, vocabulary, decode_hparams,
