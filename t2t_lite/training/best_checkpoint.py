@@ -143,7 +143,9 @@ class BestCheckpoint:
         if improved:
             self.write_dir.mkdir(parents=True, exist_ok=True)
             name = f"{_PREFIX}-{step}"
-            tf.train.Checkpoint(model=self.model).write(str(self.write_dir / name))
+            checkpoint = tf.train.Checkpoint(model=self.model)
+            checkpoint.save_counter  # noqa: B018 -- created, so written: restores expect it
+            checkpoint.write(str(self.write_dir / name))
             self.best = {"step": step, "score": score, "checkpoint": name,
                          "scores": {key: float(value) for key, value in results.items()}}
         self._write_record()
