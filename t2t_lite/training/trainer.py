@@ -235,8 +235,9 @@ class Trainer:
             stop_requests = stats.pop(STOP_REQUESTS)
             step = int(optimizer.iterations.numpy())
             if stats.pop(OVERFLOWS, 0.0):
+                scale = float(optimizer.dynamic_scale.numpy())
                 print(f"step {step}: float16 gradients overflowed; update skipped, loss "
-                      f"scale lowered to {float(optimizer.dynamic_scale):g}", flush=True)
+                      f"scale lowered to {scale:g}", flush=True)
             loss = stats["loss_sum"] / max(stats["tokens"], 1.0)
             if not math.isfinite(loss):
                 raise NonFiniteLossError(
