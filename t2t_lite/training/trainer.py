@@ -9,6 +9,7 @@ the next step boundary and stops (``preemption.py``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -25,7 +26,8 @@ from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
 from t2t_lite.runs.config import RunConfig
 from t2t_lite.runs.loading import build_model
-from t2t_lite.training import best_checkpoint, checkpointing, distribution, preemption, resume
+from t2t_lite.training import (best_checkpoint, checkpointing, distribution, preemption,
+                               resume, warm_start)
 from t2t_lite.training.config import TrainerConfig  # noqa: F401 (the trainer's config)
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer, optimizer_checkpoint
@@ -75,7 +77,25 @@ class Trainer:
         if existing is not None:
             run_config.check_same_run(existing, config.output_dir)
         self.vocabulary = vocabulary
-        return run_config
+        return self._with_warm_start(run_config, existing)
+
+    def _with_warm_start(self, run_config: RunConfig, existing: Optional[RunConfig]
+                         ) -> RunConfig:
+        """``run_config`` recording the checkpoint a fine-tuned run starts from: on its
+        first start, ``--warm_start_from`` resolved and its vocabulary checked
+        (``self.warm_start``); once the run has a checkpoint, the one recorded then."""
+        self.warm_start = None
+        if tf.train.get_checkpoint_state(self.config.output_dir) is not None:
+            if existing is not None and existing.warm_start_from:
+                return dataclasses.replace(run_config,
+                                           warm_start_from=existing.warm_start_from)
+            return run_config
+        if not self.config.warm_start_from:
+            return run_config
+        self.warm_start = warm_start.resolve_warm_start(self.config.warm_start_from)
+        warm_start.check_same_vocabulary(self.warm_start, self.vocabulary.path,
+                                         self.config.warm_start_from)
+        return dataclasses.replace(run_config, warm_start_from=self.warm_start.checkpoint)
 
     def _write_run_dir(self, run_config: RunConfig) -> None:
         """Once the model is built (the configuration is valid), the chief locks the run
@@ -198,6 +218,10 @@ class Trainer:
         start_step = int(optimizer.iterations.numpy())
         if restored:
             print(f"Resuming from {restored} at step {start_step}", flush=True)
+        elif self.warm_start is not None:
+            warm_start.restore_weights(model, self.warm_start, config.warm_start_from)
+            print(f"Warm start: model weights from {self.warm_start.checkpoint}; optimizer "
+                  f"state, step and learning-rate schedule start from 0", flush=True)
         if start_step >= self.train_steps:
             print(f"Step {start_step} >= --train_steps={self.train_steps}: nothing to do.")
             return {"step": start_step}
