@@ -1,5 +1,7 @@
 """The best model kept in RUN/best by its dev score, and early stopping with patience."""
 import json
+import os
+import subprocess
 
 import keras
 import numpy as np
@@ -12,7 +14,7 @@ from t2t_lite.training import best_checkpoint
 from t2t_lite.training.best_checkpoint import BestCheckpoint, check_metric
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.trainer import Trainer
-from test_trainer import make_config
+from test_trainer import TINY, make_config, trainer_command
 
 
 def small_model():
@@ -136,3 +138,37 @@ def test_without_patience_the_final_evaluation_is_recorded(numbers_data, tmp_pat
 
 def test_best_dir_is_inside_the_run(tmp_path):
     assert best_checkpoint.best_dir(str(tmp_path)) == str(tmp_path / "best")
+
+
+# Weights that do not move: every evaluation scores the same, so with patience 1 the run
+# stops at its second evaluation (step 4), whatever the machine.
+FROZEN = [f"--hparams={TINY},learning_rate_constant=1e-30", "--local_eval_frequency=2",
+          "--early_stopping_patience=1", "--eval_decode_sentences=3"]
+
+
+@pytest.mark.slow
+def test_two_replicas_stop_early_with_exit_status_0(numbers_data, tmp_path):
+    run = tmp_path / "run"
+    result = subprocess.run(trainer_command(numbers_data, run, "--train_steps=20",
+                                            "--cpu_devices=2", *FROZEN),
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Early stopping at step 4: 1 evaluations without a better dev exact_match" \
+        in result.stdout
+    assert json.loads((run / "best" / "best.json").read_text())["step"] == 2
+    assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-4")
+
+
+@pytest.mark.slow
+def test_two_workers_stop_together_and_only_the_chief_writes_best(numbers_data, tmp_path):
+    from test_trainer_resume import finish_workers, start_workers
+    run = tmp_path / "run"
+    results = finish_workers(start_workers(numbers_data, run, tmp_path / "log", *FROZEN),
+                             tmp_path / "log")
+    for code, stdout, stderr in results:
+        assert code == 0, stderr[-3000:]
+        assert "Early stopping at step 4" in stdout
+    assert "[best] step 2" in results[0][1] and "[best]" not in results[1][1]
+    assert sorted(path.name for path in (run / "best").iterdir()) == [
+        "best.json", "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]

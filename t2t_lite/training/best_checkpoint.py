@@ -193,7 +193,8 @@ def agreed_stop(strategy: tf.distribute.Strategy, stop: bool) -> bool:
     workers whose dev scores differ in the last bits still stop after the same step."""
     def count(value):
         context = tf.distribute.get_replica_context()
-        return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+        # tf.identity: a copy on the replica's device, which the all-reduce needs
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(value))
 
     total = strategy.experimental_local_results(tf.function(
         lambda: strategy.run(count, args=(tf.constant(1.0 if stop else 0.0),)))())[0]
