@@ -70,6 +70,7 @@ def test_an_overflow_skips_the_step_keeps_the_weights_and_halves_the_scale(float
                for old, variable in zip(before, model.trainable_variables))
 
 
+@pytest.mark.slow
 def test_float16_loss_decreases_like_float32(numbers_data, tmp_path):
     results = {}
     for precision in ("", "float16"):
@@ -89,6 +90,7 @@ def checkpoint_values(prefix: str) -> dict:
             if name.endswith("VARIABLE_VALUE") and not name.startswith("save_counter")}
 
 
+@pytest.mark.slow
 def test_float16_resume_is_exact_and_keeps_the_loss_scale(numbers_data, tmp_path):
     overrides = dict(mixed_precision="float16", gradient_accumulation_steps=2)
     straight = tmp_path / "straight"
@@ -105,9 +107,10 @@ def test_float16_resume_is_exact_and_keeps_the_loss_scale(numbers_data, tmp_path
         np.testing.assert_array_equal(actual[name], value, err_msg=name)
 
 
+@pytest.mark.slow
 def test_a_float16_run_decodes_in_float32_and_float16(numbers_data, tmp_path):
     run = tmp_path / "run"
-    Trainer(make_config(numbers_data, run, train_steps=4, mixed_precision="float16")).run()
+    Trainer(make_config(numbers_data, run, train_steps=2, mixed_precision="float16")).run()
     outputs = {}
     for policy in ("float32", "mixed_float16"):
         keras.mixed_precision.set_global_policy(policy)

@@ -53,6 +53,7 @@ def test_another_vocabulary_is_refused_naming_both_files(tmp_path):
     assert "fine-tuning needs the same vocabulary" in message and "\n" not in message
 
 
+@pytest.mark.slow
 def test_a_warm_start_takes_the_weights_not_the_step_and_resumes_itself(numbers_data,
                                                                         tmp_path):
     source = tmp_path / "source"
