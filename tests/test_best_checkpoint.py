@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2t_lite.commands import decoder
 from t2t_lite.errors import UserError
 from t2t_lite.runs.loading import load_trained_run, resolve_checkpoint
 from t2t_lite.training import best_checkpoint
@@ -113,6 +114,12 @@ def test_a_run_keeps_the_best_step_stops_on_patience_and_resumes(numbers_data, t
     for restored, at_step_4 in zip(loaded.model.trainable_variables, seen[1], strict=True):
         np.testing.assert_array_equal(restored.numpy(), at_step_4)
     assert loaded.checkpoint == best_prefix
+    source, target = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("twenty-one\nseven\n")
+    assert decoder.main(["--output_dir", str(run), "--checkpoint_path", str(run / "best"),
+                         "--decode_from_file", str(source), "--decode_to_file", str(target),
+                         "--decode_hparams=beam_size=1,extra_length=3"]) == 0
+    assert len(target.read_text().splitlines()) == 2
 
     # The same command again: it stopped early at step 8, nothing to do.
     again = Trainer(make_config(numbers_data, run, **config)).run()
