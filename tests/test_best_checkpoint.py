@@ -143,6 +143,11 @@ def test_without_patience_the_final_evaluation_is_recorded(numbers_data, tmp_pat
     assert resolve_checkpoint(run, run / "best") == str(run / "best" / "ckpt-6")
 
 
+def test_patience_without_evaluations_during_training_is_refused(numbers_data, tmp_path):
+    with pytest.raises(UserError, match="--local_eval_frequency=N"):
+        Trainer(make_config(numbers_data, tmp_path / "run", early_stopping_patience=2))
+
+
 def test_best_dir_is_inside_the_run(tmp_path):
     assert best_checkpoint.best_dir(str(tmp_path)) == str(tmp_path / "best")
 

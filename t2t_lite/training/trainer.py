@@ -24,6 +24,7 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
+from t2t_lite.errors import UserError
 from t2t_lite.runs.config import RunConfig
 from t2t_lite.runs.loading import build_model
 from t2t_lite.training import (best_checkpoint, checkpointing, distribution, preemption,
@@ -58,6 +59,9 @@ class Trainer:
         self.best_metric = best_checkpoint.check_metric(
             config.best_checkpoint_metric, config.problem, self.problem.eval_metrics,
             config.eval_decode_sentences)
+        if config.early_stopping_patience and not config.local_eval_frequency:
+            raise UserError("--early_stopping_patience needs evaluations during training: "
+                            "set --local_eval_frequency=N (N > 0)")
 
     # Run directory ------------------------------------------------------------------
     def _prepare_run_dir(self) -> RunConfig:
@@ -231,8 +235,9 @@ class Trainer:
             config.early_stopping_patience)
         if restored and best.stopped_at(start_step):
             print(f"Stopped early at step {start_step} (--early_stopping_patience="
-                  f"{config.early_stopping_patience}): nothing to do. Best: "
-                  f"{best.describe()}.", flush=True)
+                  f"{config.early_stopping_patience}): nothing to do; raise "
+                  f"--early_stopping_patience to train on. Best: {best.describe()}.",
+                  flush=True)
             return {"step": start_step}
 
         iterator = iter(self._train_dataset(batches_done=start_step * config.gradient_accumulation_steps))
