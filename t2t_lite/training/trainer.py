@@ -5,7 +5,10 @@ until ``train_steps``. Re-running the same command in the same ``output_dir`` af
 interruption (``kill -9`` included) resumes from the last checkpoint: weights, optimizer
 state (so the step and the learning rate), and the position in the seeded data stream.
 Every worker restores from ``output_dir`` (``resume.py``); SIGTERM saves a checkpoint at
-the next step boundary and stops (``preemption.py``).
+the next step boundary and stops (``preemption.py``). Each evaluation may keep the model
+in ``output_dir/best`` and stop the run early (``best_checkpoint.py``); a new run may
+start from another run's weights (``warm_start.py``); float16 training scales the loss
+(``optimizer.py``, ``train_step.py``).
 """
 from __future__ import annotations
 
