@@ -11,7 +11,8 @@ from t2t_lite.errors import UserError
 from t2t_lite.runs.config import RunConfig
 from t2t_lite.training.trainer import Trainer
 from t2t_lite.training.warm_start import check_same_vocabulary, resolve_warm_start
-from test_trainer import TINY, make_config
+from t2t_lite.commands import trainer
+from test_trainer import TINY, make_config, trainer_command
 
 
 def model_values(prefix: str) -> dict:
@@ -91,6 +92,20 @@ def test_a_warm_start_takes_the_weights_not_the_step_and_resumes_itself(numbers_
         np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
     assert not np.allclose(expected[sorted(expected)[0]],
                            model_values(source_checkpoint)[sorted(expected)[0]])
+
+
+def test_the_trainer_command_refuses_another_vocabulary_in_one_line(numbers_data, tmp_path,
+                                                                    capsys):
+    """Checked before any model is built: nothing is written into the new run."""
+    source = copy_run_dir(tmp_path / "source")   # a run whose vocabulary is another one
+    source_vocab = source / RunConfig.load(source).vocab_file
+    source_vocab.write_bytes(source_vocab.read_bytes() + b"another vocabulary")
+    status = trainer.main(trainer_command(numbers_data, tmp_path / "run", "--train_steps=1",
+                                          f"--warm_start_from={source}")[3:])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status != 0 and err[-1].startswith("error: --warm_start_from=")
+    assert "fine-tuning needs the same vocabulary" in err[-1] and str(source_vocab) in err[-1]
+    assert not (tmp_path / "run" / "run_config.json").exists()
 
 
 def test_a_model_of_another_shape_is_refused(numbers_data, tmp_path):
