@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.commands import decoder
+from t2t_lite.commands import decoder, exporter
 from t2t_lite.errors import UserError
 from t2t_lite.runs.loading import load_trained_run, resolve_checkpoint
 from t2t_lite.training import best_checkpoint
@@ -159,7 +159,7 @@ FROZEN = [f"--hparams={TINY},learning_rate_constant=1e-30", "--local_eval_freque
 
 
 @pytest.mark.slow
-def test_two_replicas_stop_early_with_exit_status_0(numbers_data, tmp_path):
+def test_two_replicas_stop_early_with_exit_status_0_and_best_exports(numbers_data, tmp_path):
     run = tmp_path / "run"
     result = subprocess.run(trainer_command(numbers_data, run, "--train_steps=20",
                                             "--cpu_devices=2", *FROZEN),
@@ -170,6 +170,11 @@ def test_two_replicas_stop_early_with_exit_status_0(numbers_data, tmp_path):
         in result.stdout
     assert json.loads((run / "best" / "best.json").read_text())["step"] == 2
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-4")
+    export = tmp_path / "export"
+    assert exporter.main(["--output_dir", str(run), "--checkpoint_path", str(run / "best"),
+                          "--export_dir", str(export)]) == 0
+    info = json.loads((export / "t2t_lite_export.json").read_text())
+    assert info["checkpoint"] == str(run / "best" / "ckpt-2")
 
 
 @pytest.mark.slow
