@@ -10,10 +10,12 @@ import keras
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text  # noqa: F401 (registers the exported tokenizer's ops)
 
 from t2t_lite import registry
 from t2t_lite.decoding import parse_decode_hparams
 from t2t_lite.decoding.translator import Translator
+from t2t_lite.runs.export import export_translator
 from t2t_lite.runs.loading import load_trained_run
 from t2t_lite.training.optimizer import make_optimizer
 from t2t_lite.training.train_step import OVERFLOWS, TrainStep
@@ -117,11 +119,18 @@ def test_a_float16_run_decodes_in_float32_and_float16(numbers_data, tmp_path):
         try:
             loaded = load_trained_run(run)
             assert loaded.model.compute_dtype == policy.replace("mixed_", "")
-            translator = Translator.from_decode_hparams(
-                loaded.model, loaded.vocabulary,
-                parse_decode_hparams("beam_size=2,extra_length=5",
-                                     loaded.problem.decode_defaults))
+            translator_hparams = parse_decode_hparams("beam_size=2,extra_length=5",
+                                                      loaded.problem.decode_defaults)
+            translator = Translator.from_decode_hparams(loaded.model, loaded.vocabulary,
+                                                        translator_hparams)
             outputs[policy] = translator.translate(["twenty-one", "one hundred"])
+            if policy == "mixed_float16":  # a float16 export (the exporter's is float32)
+                export = tmp_path / "export16"
+                export_translator(loaded.model, loaded.vocabulary, translator_hparams, export)
+                served = tf.saved_model.load(str(export)).signatures["serving_default"]
+                result = served(sentences=tf.constant(["twenty-one", "one hundred"]))
+                assert result["translations"].shape == [2]
+                assert np.all(np.isfinite(result["scores"].numpy()))
         finally:
             keras.mixed_precision.set_global_policy("float32")
     for texts in outputs.values():
