@@ -13,7 +13,8 @@ type, default and help are written in one place::
 
 A field without a default is required (``required_flags``); a ``bool`` field defaulting
 to False is a switch (``store_true``); ``name`` gives the flag another name than the
-field's and ``aliases`` older names still accepted. Fields without ``flag`` metadata are
+field's and ``aliases`` older names still accepted; with ``const`` the value is optional
+(``--mixed_precision`` alone means ``--mixed_precision=bfloat16``). Fields without ``flag`` metadata are
 set by the caller (``config_from_args(Config, args, usr_dir=...)``).
 
 Nothing here imports TensorFlow: ``--help`` stays fast.
@@ -54,14 +55,15 @@ class FlagSpec:
     aliases: Tuple[str, ...] = ()         # other accepted spellings, e.g. ("--old_name",)
     choices: Optional[Sequence[str]] = None
     metavar: Optional[str] = None
+    const: Any = None                     # the value of the bare flag (its value optional)
 
 
 def flag(help: Optional[str], *, default: Any = dataclasses.MISSING,
          type: Callable[[str], Any] = str, name: Optional[str] = None,
          aliases: Sequence[str] = (), choices: Optional[Sequence[str]] = None,
-         metavar: Optional[str] = None) -> Any:
+         metavar: Optional[str] = None, const: Any = None) -> Any:
     """A dataclass field that is also a command-line flag (see the module doc)."""
-    spec = FlagSpec(help, type, name, tuple(aliases), choices, metavar)
+    spec = FlagSpec(help, type, name, tuple(aliases), choices, metavar, const)
     return dataclasses.field(default=default, metadata={_KEY: spec})
 
 
@@ -94,6 +96,8 @@ def add_flags(parser: argparse.ArgumentParser, config_cls: type) -> None:
         extra = {"metavar": spec.metavar} if spec.metavar else {}
         if spec.type is not str:
             extra["type"] = spec.type
+        if spec.const is not None:
+            extra.update(nargs="?", const=spec.const)
         parser.add_argument(*options, dest=name, default=default, choices=spec.choices,
                             help=spec.help, **extra)
 

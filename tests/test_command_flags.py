@@ -34,12 +34,15 @@ TRAINER_FLAGS = [
     ("--eval_beam_size", 1, "positive_int"),
     ("--save_checkpoints_secs", 600, "non_negative_int"),
     ("--keep_checkpoint_max", 20, "positive_int"),
+    ("--best_checkpoint_metric", "", "str"),
+    ("--early_stopping_patience", 0, "non_negative_int"),
+    ("--warm_start_from", "", "str"),
     ("--log_step_count_steps", 100, "positive_int"),
     ("--random_seed", 1, "int"),
     ("--worker_gpu", None, "positive_int"),
     ("--cpu_devices", 1, "positive_int"),
     ("--jit_compile", False, "flag"),
-    ("--mixed_precision", False, "flag"),
+    ("--mixed_precision", "", "precision"),
     ("--gradient_accumulation_steps", 1, "positive_int"),
     ("--attention_summary_steps", 0, "non_negative_int"),
     ("--attention_probes", 3, "non_negative_int"),
@@ -69,6 +72,13 @@ def test_trainer_flag_types_are_pinned(flag, default, kind, capsys):
     if kind == "flag":
         assert vars(parser.parse_args([flag]))[flag[2:]] is True
         return
+    if kind == "precision":  # the bare flag keeps meaning bfloat16
+        assert vars(parser.parse_args([flag]))[flag[2:]] == "bfloat16"
+        assert vars(parser.parse_args([f"{flag}=float16"]))[flag[2:]] == "float16"
+        with pytest.raises(SystemExit):
+            parser.parse_args([f"{flag}=float8"])
+        assert flag in capsys.readouterr().err
+        return
     accepted = {"str": "raw", "int": "-3", "positive_int": "7", "non_negative_int": "0",
                 "verbosity": "2"}[kind]
     value = vars(parser.parse_args([f"{flag}={accepted}"]))[flag[2:]]
@@ -97,6 +107,8 @@ def test_trainer_config_is_built_from_every_flag():
             "--generate_data", "--data_source=tfds", "--tfds_data_dir=T", "--train_steps=5",
             "--eval_steps=2", "--local_eval_frequency=3", "--eval_decode_sentences=4",
             "--eval_beam_size=2", "--save_checkpoints_secs=9", "--keep_checkpoint_max=6",
+            "--best_checkpoint_metric=loss", "--early_stopping_patience=3",
+            "--warm_start_from=W",
             "--log_step_count_steps=8", "--random_seed=-2", "--worker_gpu=2",
             "--cpu_devices=3", "--jit_compile", "--mixed_precision",
             "--gradient_accumulation_steps=4", "--attention_summary_steps=11",
@@ -108,8 +120,10 @@ def test_trainer_config_is_built_from_every_flag():
         hparams_overrides="num_heads=2", data_dir="D", tmp_dir="R", output_dir="O",
         generate_data=True, data_source="tfds", tfds_data_dir="T", train_steps=5,
         eval_steps=2, local_eval_frequency=3, eval_decode_sentences=4, eval_beam_size=2,
-        save_checkpoints_secs=9, keep_checkpoint_max=6, log_step_count_steps=8,
-        random_seed=-2, worker_gpu=2, cpu_devices=3, jit_compile=True, mixed_precision=True,
+        save_checkpoints_secs=9, keep_checkpoint_max=6, best_checkpoint_metric="loss",
+        early_stopping_patience=3, warm_start_from="W", log_step_count_steps=8,
+        random_seed=-2, worker_gpu=2, cpu_devices=3, jit_compile=True,
+        mixed_precision="bfloat16",
         gradient_accumulation_steps=4, attention_summary_steps=11, attention_probes=0,
         worker_timeout_secs=30, usr_dir="/u")
 

@@ -202,7 +202,7 @@ def test_two_workers_train_together_and_only_the_chief_writes(two_worker_referen
     config = RunConfig.load(run)
     assert config.problem == PROBLEM
     assert sorted(path.name for path in run.iterdir() if not path.name.startswith("ckpt-")) == \
-        sorted(["checkpoint", "eval", "run_config.json", "train", "trainer.lock",
+        sorted(["best", "checkpoint", "eval", "run_config.json", "train", "trainer.lock",
                 config.vocab_file])
 
 

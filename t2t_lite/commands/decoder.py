@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--output_dir", help="run directory written by t2t-lite-trainer")
     parser.add_argument("--checkpoint_path", default="",
                         help="checkpoint prefix (e.g. RUN/ckpt-7 or one written by "
-                             "t2t-lite-avg-checkpoints); default: the run's latest")
+                             "t2t-lite-avg-checkpoints) or RUN/best (the best dev score's "
+                             "model the trainer kept); default: the run's latest")
     parser.add_argument("--decode_from_file", default="",
                         help="input sentences, one per line (default: stdin)")
     parser.add_argument("--decode_to_file", default="",

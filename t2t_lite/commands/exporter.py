@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--export_dir", help="new (or empty) directory for the SavedModel")
     parser.add_argument("--checkpoint_path", default="",
                         help="checkpoint prefix (e.g. one written by "
-                             "t2t-lite-avg-checkpoints); default: the run's latest")
+                             "t2t-lite-avg-checkpoints) or RUN/best (the best dev score's "
+                             "model the trainer kept); default: the run's latest")
     parser.add_argument("--decode_hparams", default="",
                         help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,"
                              "max_input_length=0,return_beams=false'")

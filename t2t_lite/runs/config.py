@@ -2,7 +2,8 @@
 
 ``output_dir/run_config.json`` stores the problem, model, hparams set, overrides, the
 resolved hparams, the vocabulary file copied into the run directory and the
-``--t2t_usr_dir`` whose modules registered them, if any (absent in older files). The decoder,
+``--t2t_usr_dir`` whose modules registered them, if any (absent in older files), and the
+checkpoint a fine-tuned run started from (``warm_start_from``, empty otherwise). The decoder,
 exporter and checkpoint averager rebuild the model from it alone. Starting a run in a
 directory made with a different configuration is refused with the differences shown.
 """
@@ -35,6 +36,7 @@ class RunConfig:
     vocab_file: str                 # file name inside the run directory
     data_dir: str = ""              # where the training data came from (informative)
     usr_dir: str = ""               # --t2t_usr_dir (absolute), imported again by later commands
+    warm_start_from: str = ""       # the checkpoint (absolute prefix) a fine-tuned run started from
 
     # Fields whose change makes a run a different run (data_dir may move).
     IDENTITY_FIELDS = ("problem", "model", "hparams", "vocab_size")

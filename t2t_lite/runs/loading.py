@@ -29,6 +29,7 @@ from t2t_lite import registry
 from t2t_lite.data.problem import Problem, get_problem
 from t2t_lite.data.vocab import Vocabulary, load_vocabulary
 from t2t_lite.errors import UserError
+from t2t_lite.runs.best import best_checkpoint_prefix
 from t2t_lite.runs.config import RunConfig
 
 PathLike = Union[str, Path]
@@ -74,12 +75,16 @@ def resolve_checkpoint(output_dir: PathLike, checkpoint_path: Optional[PathLike]
     """The checkpoint prefix to restore.
 
     ``checkpoint_path`` may be a prefix (``RUN/ckpt-7``, or one written by
-    t2t-lite-avg-checkpoints) or a directory (its latest checkpoint); without it, the
-    latest checkpoint of ``output_dir``.
+    t2t-lite-avg-checkpoints) or a directory: ``RUN/best`` (the checkpoint its
+    ``best.json`` names, see ``t2t_lite.runs.best``) or any other (its latest
+    checkpoint); without it, the latest checkpoint of ``output_dir``.
     """
     if checkpoint_path:
         path = Path(checkpoint_path)
-        if path.is_dir():
+        best = best_checkpoint_prefix(path) if path.is_dir() else None
+        if best is not None:
+            path = Path(best)
+        elif path.is_dir():
             latest = tf.train.latest_checkpoint(str(path))
             if latest is None:
                 raise CheckpointError(f"--checkpoint_path={path} is a directory with no "

@@ -12,6 +12,8 @@ from typing import Optional
 from t2t_lite.data.tfds_source import DATA_SOURCE_HELP, DATA_SOURCES, TFDS_DATA_DIR_HELP
 from t2t_lite.flag_fields import flag, non_negative_int, positive_int
 
+MIXED_PRECISION_CHOICES = ("bfloat16", "float16")
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainerConfig:
@@ -46,6 +48,17 @@ class TrainerConfig:
         "seconds between checkpoints (the paper: 10 minutes); a final one is always written",
         default=600, type=non_negative_int)
     keep_checkpoint_max: int = flag(None, default=20, type=positive_int)
+    best_checkpoint_metric: str = flag(
+        "dev score that picks the model kept in OUTPUT_DIR/best (default: the problem's "
+        "text metric: bleu, parse_f1 or exact_match; loss when --eval_decode_sentences=0); "
+        "loss, log_ppl and perplexity: lower is better, others higher", default="")
+    early_stopping_patience: int = flag(
+        "stop training after N evaluations in a row without a better "
+        "--best_checkpoint_metric (0: never)", default=0, type=non_negative_int)
+    warm_start_from: str = flag(
+        "start a new run from the model weights (not optimizer state or step) of a run "
+        "directory (its latest checkpoint), RUN/best or a checkpoint prefix; the "
+        "vocabulary must be the same", default="")
     log_step_count_steps: int = flag(
         "steps between progress lines and TensorBoard training scalars",
         default=100, type=positive_int)
@@ -56,7 +69,10 @@ class TrainerConfig:
         "split the CPU into N logical devices (multi-replica path without GPUs)",
         default=1, type=positive_int)
     jit_compile: bool = flag("compile each replica's step with XLA", default=False)
-    mixed_precision: bool = flag("bfloat16 compute with float32 variables", default=False)
+    mixed_precision: str = flag(
+        "compute dtype, variables stay float32: bfloat16 (also the bare --mixed_precision) "
+        "or float16 with dynamic loss scaling (GPUs without bfloat16: V100, T4)",
+        default="", choices=MIXED_PRECISION_CHOICES, const="bfloat16")
     gradient_accumulation_steps: int = flag(
         "micro-batches per update, to reach the paper's ~25k+25k tokens on fewer devices",
         default=1, type=positive_int)

@@ -5,10 +5,14 @@ until ``train_steps``. Re-running the same command in the same ``output_dir`` af
 interruption (``kill -9`` included) resumes from the last checkpoint: weights, optimizer
 state (so the step and the learning rate), and the position in the seeded data stream.
 Every worker restores from ``output_dir`` (``resume.py``); SIGTERM saves a checkpoint at
-the next step boundary and stops (``preemption.py``).
+the next step boundary and stops (``preemption.py``). Each evaluation may keep the model
+in ``output_dir/best`` and stop the run early (``best_checkpoint.py``); a new run may
+start from another run's weights (``warm_start.py``); float16 training scales the loss
+(``optimizer.py``, ``train_step.py``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -23,15 +27,17 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
+from t2t_lite.errors import UserError
 from t2t_lite.runs.config import RunConfig
 from t2t_lite.runs.loading import build_model
-from t2t_lite.training import checkpointing, distribution, preemption, resume
+from t2t_lite.training import (best_checkpoint, checkpointing, distribution, preemption,
+                               resume, warm_start)
 from t2t_lite.training.config import TrainerConfig  # noqa: F401 (the trainer's config)
 from t2t_lite.training.evaluation import Evaluator
-from t2t_lite.training.optimizer import make_optimizer
+from t2t_lite.training.optimizer import make_optimizer, optimizer_checkpoint
 from t2t_lite.training.progress import ProgressLog
 from t2t_lite.training.run_lock import RunLock
-from t2t_lite.training.train_step import STOP_REQUESTS, TrainStep
+from t2t_lite.training.train_step import OVERFLOWS, STOP_REQUESTS, TrainStep
 
 
 class NonFiniteLossError(RuntimeError):
@@ -45,14 +51,20 @@ class Trainer:
         self.config = config
         distribution.split_cpu(config.cpu_devices)
         keras.utils.set_random_seed(config.random_seed)
-        if config.mixed_precision:
-            keras.mixed_precision.set_global_policy("mixed_bfloat16")
+        keras.mixed_precision.set_global_policy(
+            f"mixed_{config.mixed_precision}" if config.mixed_precision else "float32")
         self.strategy = distribution.make_strategy(config.worker_gpu, config.cpu_devices,
                                                    config.worker_timeout_secs)
         self.chief = distribution.is_chief(self.strategy)
         self.problem = registry.PROBLEMS.get(config.problem)()
         self.hparams = registry.hparams(config.hparams_set, config.hparams_overrides)
         self.train_steps = config.train_steps or self.hparams.train_steps
+        self.best_metric = best_checkpoint.check_metric(
+            config.best_checkpoint_metric, config.problem, self.problem.eval_metrics,
+            config.eval_decode_sentences)
+        if config.early_stopping_patience and not config.local_eval_frequency:
+            raise UserError("--early_stopping_patience needs evaluations during training: "
+                            "set --local_eval_frequency=N (N > 0)")
 
     # Run directory ------------------------------------------------------------------
     def _prepare_run_dir(self) -> RunConfig:
@@ -72,7 +84,25 @@ class Trainer:
         if existing is not None:
             run_config.check_same_run(existing, config.output_dir)
         self.vocabulary = vocabulary
-        return run_config
+        return self._with_warm_start(run_config, existing)
+
+    def _with_warm_start(self, run_config: RunConfig, existing: Optional[RunConfig]
+                         ) -> RunConfig:
+        """``run_config`` recording the checkpoint a fine-tuned run starts from: on its
+        first start, ``--warm_start_from`` resolved and its vocabulary checked
+        (``self.warm_start``); once the run has a checkpoint, the one recorded then."""
+        self.warm_start = None
+        if tf.train.get_checkpoint_state(self.config.output_dir) is not None:
+            if existing is not None and existing.warm_start_from:
+                return dataclasses.replace(run_config,
+                                           warm_start_from=existing.warm_start_from)
+            return run_config
+        if not self.config.warm_start_from:
+            return run_config
+        self.warm_start = warm_start.resolve_warm_start(self.config.warm_start_from)
+        warm_start.check_same_vocabulary(self.warm_start, self.vocabulary.path,
+                                         self.config.warm_start_from)
+        return dataclasses.replace(run_config, warm_start_from=self.warm_start.checkpoint)
 
     def _write_run_dir(self, run_config: RunConfig) -> None:
         """Once the model is built (the configuration is valid), the chief locks the run
@@ -178,13 +208,14 @@ class Trainer:
         run_config = self._prepare_run_dir()
         with self.strategy.scope():
             model = build_model(run_config)
-            optimizer = make_optimizer(self.hparams)
+            optimizer = make_optimizer(self.hparams,
+                                       loss_scaling=config.mixed_precision == "float16")
             optimizer.build(model.trainable_variables)
         self._write_run_dir(run_config)
         # Dropout's seed states are variables too: saving them makes a resumed run draw
         # the same dropout masks as an uninterrupted one.
-        checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                         dropout_seeds=_seed_states(model))
+        checkpoint = tf.train.Checkpoint(model=model, dropout_seeds=_seed_states(model),
+                                         **optimizer_checkpoint(optimizer))
         write_dir = self._write_dir()
         manager = tf.train.CheckpointManager(checkpoint, write_dir,
                                              max_to_keep=config.keep_checkpoint_max,
@@ -194,8 +225,22 @@ class Trainer:
         start_step = int(optimizer.iterations.numpy())
         if restored:
             print(f"Resuming from {restored} at step {start_step}", flush=True)
+        elif self.warm_start is not None:
+            warm_start.restore_weights(model, self.warm_start, config.warm_start_from)
+            print(f"Warm start: model weights from {self.warm_start.checkpoint}; optimizer "
+                  f"state, step and learning-rate schedule start from 0", flush=True)
         if start_step >= self.train_steps:
             print(f"Step {start_step} >= --train_steps={self.train_steps}: nothing to do.")
+            return {"step": start_step}
+        best = best_checkpoint.BestCheckpoint(
+            model, best_checkpoint.best_dir(config.output_dir),
+            best_checkpoint.best_dir(write_dir), self.best_metric,
+            config.early_stopping_patience)
+        if restored and best.stopped_at(start_step):
+            print(f"Stopped early at step {start_step} (--early_stopping_patience="
+                  f"{config.early_stopping_patience}): nothing to do; raise "
+                  f"--early_stopping_patience to train on. Best: {best.describe()}.",
+                  flush=True)
             return {"step": start_step}
 
         iterator = iter(self._train_dataset(batches_done=start_step * config.gradient_accumulation_steps))
@@ -214,12 +259,17 @@ class Trainer:
 
         last_save = time.monotonic()
         eval_results: Dict[str, float] = {}
+        stopped_early = False
         step = start_step
         stop.arm()
         while step < self.train_steps:
             stats = self._train_step(train_step, iterator, step, stop)
             stop_requests = stats.pop(STOP_REQUESTS)
             step = int(optimizer.iterations.numpy())
+            if stats.pop(OVERFLOWS, 0.0):
+                scale = float(optimizer.dynamic_scale.numpy())
+                print(f"step {step}: float16 gradients overflowed; update skipped, loss "
+                      f"scale lowered to {scale:g}", flush=True)
             loss = stats["loss_sum"] / max(stats["tokens"], 1.0)
             if not math.isfinite(loss):
                 raise NonFiniteLossError(
@@ -237,32 +287,58 @@ class Trainer:
                 last_save = time.monotonic()
             if config.local_eval_frequency and step % config.local_eval_frequency == 0 \
                     and step < self.train_steps:
-                eval_results = self._evaluate(evaluator, eval_writer, step)
+                eval_results = self._evaluate(evaluator, eval_writer, step, best)
                 if attention is not None:
                     attention.after_step(step, evaluated=True)
+                stopped_early = self._patience_exhausted(best, step)
+                if stopped_early:
+                    break
             if attention is not None and attention.every_steps:
                 attention.after_step(step)
             self._stop_if_requested(stop, stop_requests, checkpoints, step)
         checkpoints.save(step)
-        eval_results = self._evaluate(evaluator, eval_writer, step)
+        if not stopped_early:
+            eval_results = self._evaluate(evaluator, eval_writer, step, best)
         if attention is not None:
             attention.after_step(step, final=True)
             attention.close()
         train_writer.flush()
-        summary = {"step": step, **progress.summary(), **eval_results}
+        summary = {"step": step, **progress.summary(), **eval_results,
+                   "stopped_early": stopped_early}
+        if best.best is not None:
+            summary.update(best_step=best.best["step"], best_score=best.best["score"])
         print("Training done: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()),
               flush=True)
         return summary
 
-    def _evaluate(self, evaluator: "Evaluator", writer, step: int) -> Dict[str, float]:
+    def _evaluate(self, evaluator: "Evaluator", writer, step: int,
+                  best: best_checkpoint.BestCheckpoint) -> Dict[str, float]:
+        """Evaluates, prints and writes the scores, and keeps the model when it is the
+        best so far (``best``)."""
         results = evaluator.evaluate()
         print(f"[eval] step {step}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in results.items()),
               flush=True)
+        if best.record(step, results) and self.chief:
+            print(f"[best] step {step}: new best {best.describe()}", flush=True)
         with writer.as_default(step=step):
             for name, value in results.items():
                 tf.summary.scalar(name, value)
         writer.flush()
         return {f"eval_{k}": v for k, v in results.items()}
+
+    def _patience_exhausted(self, best: best_checkpoint.BestCheckpoint, step: int) -> bool:
+        """After an evaluation: True (and says so) when ``--early_stopping_patience``
+        evaluations in a row brought no better score; every worker agrees."""
+        stop = best.should_stop()
+        if distribution.is_multi_worker():
+            stop = self._with_peers(lambda: best_checkpoint.agreed_stop(self.strategy, stop),
+                                    step)
+        if stop:
+            print(f"Early stopping at step {step}: {best.evaluations_without_improvement} "
+                  f"evaluations without a better dev {best.metric} "
+                  f"(--early_stopping_patience={self.config.early_stopping_patience}); "
+                  f"best: {best.describe()}", flush=True)
+        return stop
 
     def _attention_monitor(self, model, summary_root: str):
         """The chief's attention summary writer (``summary_root/attention``), or None."""
