@@ -311,11 +311,11 @@ def test_the_decode_benchmarks_eos_never_wins_before_the_last_position():
     args = benchmark.search_args(parsed, "none", False)
     model = benchmark.build_model(args, benchmark.checked_hparams(parser, parsed))
     benchmark.make_eos_lose(model, 1)
-    memory, mask = model.encode(tf.constant([[5, 9, 1], [7, 2, 1]]))
-    cache = model.initial_decode_cache(memory, mask, 0)
-    ids = tf.zeros([2], tf.int32)
+    from t2t_lite.decoding import DecodingPlan
+    plan = DecodingPlan(growing_cache=True)
+    ids, cache, memory = model.decoding_state(tf.constant([[5, 9, 1], [7, 2, 1]]), 0, plan)
     for step in range(4):
-        logits, cache = model.decode_step(ids, step, cache, growing=True)
+        logits, cache = model.decode_step(ids, step, cache, memory, plan)
         logits = logits.numpy()
         assert (logits.argmin(axis=1) == 1).all()
         assert (np.delete(logits, 1, axis=1).min(axis=1) - logits[:, 1] > 50).all()
