@@ -29,8 +29,10 @@ Step 0 runs on one row per sentence (a sentence has one alive hypothesis then, s
 ``k`` rows would compute the same logits) and the states are repeated to the ``k`` beams
 after it; the step function must accept any number of rows per sentence. How the search
 computes (cache layout, dropping finished sentences, log-probabilities from the softmax)
-is the ``DecodingPlan``'s; none of its choices changes a hypothesis, except that
-``log_probs_from_softmax`` rounds scores differently (see ``DecodingPlan``).
+is the ``DecodingPlan``'s; none of its choices changes the semantics above, but a step's
+float32 products may round differently with the rows they cover, and
+``log_probs_from_softmax`` rounds log-probabilities differently (see ``DecodingPlan``), so
+scores may differ in their last bits between plans.
 
 An optional ``constraint`` (a ``SearchConstraint``, e.g. parsing's ``TreeConstraint``)
 restricts the extensions: each step, tokens it does not allow for a hypothesis get
@@ -46,8 +48,8 @@ import tensorflow as tf
 
 from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.search_common import (  # noqa: F401  (re-exported)
-    NEG_INF, SearchConstraint, check_eos, decode_lengths, length_penalty,
-    loop_shape_invariants, step_log_probs, tile_beams, top_k_last_axis, vocab_size_of)
+    NEG_INF, SearchConstraint, decode_lengths, length_penalty, loop_shape_invariants,
+    step_log_probs, tile_beams, top_k_last_axis, vocab_size_of)
 from t2t_lite.decoding.step import DecodingState, StepFn
 
 

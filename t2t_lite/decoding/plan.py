@@ -30,7 +30,8 @@ class DecodingPlan:
         preallocated to the output length ``T`` and keep their shapes, as XLA needs.
       shrink: beam search takes finished sentences out of the batch (once an eighth of it
         is done, their results are set aside and every state keeps only the others), so a
-        step's matmuls cover only sentences still being decoded. Changes no hypothesis; the
+        step's matmuls cover only sentences still being decoded. The search means the same
+        (float32 products over fewer rows may round their last bits differently); the
         batch dimension becomes dynamic, so not under XLA. Beam search only.
       log_probs_from_softmax: beam search takes each hypothesis's ``2k + 1`` best tokens
         from the step's softmax and the log of those alone, instead of ``log_softmax`` over

@@ -34,7 +34,7 @@ from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
 from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.search_common import SearchConstraint
-from t2t_lite.decoding.step import DecodingModel, DecodingState, step_function
+from t2t_lite.decoding.step import DecodingState, step_function
 from t2t_lite.errors import UserError
 from t2t_lite.layers.int8 import quantization_of
 
@@ -84,6 +84,11 @@ class Translator:
       batch_size: source tokens (padded) per batch.
       constraint: restricts the search (``initial_state(inputs [b, L], decode_length [b])``,
         ``allowed``, ``update``); None = unconstrained.
+
+    Attributes:
+      plan: the ``DecodingPlan`` of every search, decided here once from ``beam_size``,
+        ``jit_compile`` and the model's quantization (so quantize the model before building
+        its Translator).
     """
 
     def __init__(self, model, vocabulary: Vocabulary, beam_size: int = 4, alpha: float = 0.6,
@@ -165,9 +170,8 @@ class Translator:
         max_length = self.output_length(length)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
         decode_length = tf.minimum(source_lengths + self.extra_length, max_length)
-        model: DecodingModel = self.model
-        start = DecodingState(*model.decoding_state(inputs, max_length, self.plan))
-        step_fn = step_function(model, self.plan)
+        start = DecodingState(*self.model.decoding_state(inputs, max_length, self.plan))
+        step_fn = step_function(self.model, self.plan)
         options = dict(max_length=max_length, eos_id=EOS_ID)
         if self.constraint is not None:
             options.update(constraint=self.constraint,

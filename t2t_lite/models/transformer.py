@@ -16,11 +16,11 @@ API (d = hidden_size, h heads, V vocabulary, L = the self-attention cache length
   this model implements without importing it; ``plan`` a ``t2t_lite.decoding.DecodingPlan``,
   of which the model reads ``beam_size`` = k and ``growing_cache``):
   ``decoding_state(inputs, L, plan)`` -> (ids, states, sentence_states), the fields of a
-  ``DecodingState``: ids int32 [b] zeros (the start symbol); states {"decoder": {"layer_i": {"self_k"
-  [b, h, L, d_k], "self_v" [b, h, L, d_v]}}} (preallocated to L, or [b, h, 0, d] growing
-  by a position per step with ``plan.growing_cache``); sentence_states {"memory_mask"
-  [b, s], "decoder": {"layer_i": {"encdec_k" [b, h, s, d_k], "encdec_v" [b, h, s, d_v]}}},
-  computed once per sentence.
+  ``DecodingState``: ids int32 [b] zeros (the start symbol); states {"decoder":
+  {"layer_i": {"self_k" [b, h, L, d_k], "self_v" [b, h, L, d_v]}}} (preallocated to L, or
+  [b, h, 0, d] growing by a position per step with ``plan.growing_cache``);
+  sentence_states {"memory_mask" [b, s], "decoder": {"layer_i": {"encdec_k"
+  [b, h, s, d_k], "encdec_v" [b, h, s, d_v]}}}, computed once per sentence.
   ``decode_step(ids [n], step, states, sentence_states, plan)`` -> (float32 logits [n, V],
   new states); ``ids`` is the decoder input at position ``step`` of each of the n rows,
   which hold n / b hypotheses of each sentence (sentence-major; any number with k > 1,
