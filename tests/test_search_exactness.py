@@ -2,8 +2,8 @@
 (``reference_beam_search``: plain Python over an uncached Transformer, no code shared
 with ``t2t_lite``) returns: the same ids, scores within float32 rounding. On
 random-weight Transformers of several shapes, beam 1 and 4, greedy, with sentences ending
-early (EOS favoured) and not (EOS forbidden before the last position), under every plan
-the ``Translator`` can choose (whole batch with a preallocated cache, growing cache with
+early (EOS favoured) and not (EOS forbidden before the last position), with and without
+a constraint, under every plan the ``Translator`` can choose (whole batch with a preallocated cache, growing cache with
 finished sentences dropped, log-probabilities from the softmax, XLA), and on candidate
 rankings full of ties. The comparison fails on a search with a wrong length penalty or
 states that do not follow their beams."""
@@ -62,7 +62,8 @@ def _decode_lengths(inputs):
     return np.asarray(inputs).astype(bool).sum(axis=1) + EXTRA
 
 
-def library_search(model, inputs, plan, eos_bias, jit_compile=False, greedy=False):
+def library_search(model, inputs, plan, eos_bias, jit_compile=False, greedy=False,
+                   constraint=None):
     """The library's search of ``inputs`` through the Transformer's decode step, EOS's
     logit raised by ``eos_bias``: (ids [b, k, T], scores [b, k]) as numpy."""
     max_length = inputs.shape[1] + EXTRA
@@ -76,19 +77,22 @@ def library_search(model, inputs, plan, eos_bias, jit_compile=False, greedy=Fals
     def search(inputs):
         start = DecodingState(*model.decoding_state(inputs, max_length, plan))
         lengths = tf.reduce_sum(tf.cast(inputs > 0, tf.int32), axis=1) + EXTRA
+        options = dict(max_length=max_length)
+        if constraint is not None:
+            options.update(constraint=constraint,
+                           constraint_state=constraint.initial_state(inputs, lengths))
         if greedy:
-            ids, scores = greedy_search(biased_step, start, plan, lengths, 0.0,
-                                        max_length=max_length)
+            ids, scores = greedy_search(biased_step, start, plan, lengths, 0.0, **options)
             return ids[:, None], scores[:, None]
-        return beam_search(biased_step, start, plan, lengths, ALPHA, max_length=max_length)
+        return beam_search(biased_step, start, plan, lengths, ALPHA, **options)
 
     return [t.numpy() for t in tf.function(search, jit_compile=jit_compile)(inputs)]
 
 
-def reference_search(model, inputs, beam, eos_bias, alpha=ALPHA):
+def reference_search(model, inputs, beam, eos_bias, alpha=ALPHA, allowed_fn=None):
     return reference.beam_search(uncached_logits_fn(model, inputs, eos_bias),
                                  _decode_lengths(inputs), beam, alpha,
-                                 max_length=inputs.shape[1] + EXTRA)
+                                 max_length=inputs.shape[1] + EXTRA, allowed_fn=allowed_fn)
 
 
 def assert_same_search(got, want):
@@ -131,6 +135,46 @@ def test_searches_equal_the_reference_under_xla():
         got = library_search(model, inputs, plan, 1.0, jit_compile=True, greedy=beam == 1)
         assert_same_search(got, reference_search(model, inputs, beam, 1.0,
                                                  alpha=ALPHA if beam > 1 else 0.0))
+
+
+class NoRepeat:
+    """A ``SearchConstraint``: no token but EOS right after itself."""
+
+    def initial_state(self, inputs, decode_length):
+        return {"last": -tf.ones([tf.shape(inputs)[0]], tf.int32)}
+
+    def allowed(self, state, budget):
+        tokens = tf.range(SHAPES["d16_v23"][1])[None, :]
+        return (tokens != state["last"][:, None]) | (tokens == 1)
+
+    def update(self, state, tokens):
+        return {"last": tokens}
+
+
+def no_repeat(sentence, prefix, budget):
+    allowed = np.ones(SHAPES["d16_v23"][1], bool)
+    if prefix and prefix[-1] != 1:
+        allowed[prefix[-1]] = False
+    return allowed
+
+
+def test_constrained_searches_equal_the_reference():
+    """With a constraint (here: no immediate repeats), as parsing decodes: the reference
+    gives the forbidden tokens no probability and scores the others as the model does."""
+    _, vocab = SHAPES["d16_v23"]
+    model = _model("d16_v23")
+    inputs = _inputs(vocab, INPUT_LENGTHS, seed=6)
+    for beam in (1, 4):
+        want = reference_search(model, inputs, beam, -30.0, alpha=ALPHA if beam > 1 else 0.0,
+                                allowed_fn=no_repeat)
+        for ids in want[0].reshape(-1, want[0].shape[-1]):
+            ids = list(ids[:list(ids).index(1)]) if 1 in ids else []
+            assert all(a != b for a, b in zip(ids, ids[1:]))
+        free = reference_search(model, inputs, beam, -30.0, alpha=ALPHA if beam > 1 else 0.0)
+        assert not np.array_equal(free[0], want[0])      # the constraint changed outputs
+        plan = DecodingPlan.choose(beam, jit_compile=False, quantization="none")
+        assert_same_search(library_search(model, inputs, plan, -30.0, greedy=beam == 1,
+                                          constraint=NoRepeat()), want)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
