@@ -1,270 +1,147 @@
-"""The beam search as it was before its speed work (issue #16), frozen as the reference the
-optimised ``t2t_lite.decoding.beam_search`` must match token for token and score for score
-(tests/test_search_exactness.py; scripts/bench_decode_parts.py --search times both).
-It computes every step's candidates over the whole [b, k * V] score matrix and keeps done
-sentences in the batch. Not part of the library: do not change it.
+"""An independent oracle for ``t2t_lite.decoding.beam_search``: a deliberately plain beam
+search written from the semantics its module docstring states, and a brute-force
+enumerator of every output for tiny vocabularies.
+
+It shares no code with ``t2t_lite`` and uses no TensorFlow: one sentence at a time,
+hypotheses as Python lists, every extension of every alive hypothesis ranked with a plain
+sort, arithmetic in float64 (or in the dtype of the arrays given to ``ranked_extensions``).
+The model is a function ``logits_fn(sentence, prefixes) -> logits [len(prefixes), V]``:
+the next-token logits after each prefix (a list of token ids, the start symbol excluded)
+of sentence ``sentence``. An optional ``allowed_fn(sentence, prefix, budget) -> bool [V]``
+restricts the tokens a hypothesis may emit next (``budget``: tokens it may still emit,
+EOS included).
+
+The semantics (per sentence, ``k`` beams, ``n`` = the sentence's decode length):
+
+* a hypothesis of length ``m`` scores ``log P / ((5 + m) / 6) ** alpha``;
+* each step extends every alive hypothesis by every token it may emit (at the last
+  position, ``n - 1``, only EOS; with ``allowed_fn``, only the allowed ones, scored with
+  the model's own log-probabilities); the ``2k`` best extensions are kept, ties going to
+  the lower (beam, token), beams in their alive order;
+* those of the kept extensions that end in EOS and rank among the best ``k`` join the
+  finished hypotheses, which keep their ``k`` best (a tie keeps the older one); the ``k``
+  best kept extensions that do not end in EOS become the alive hypotheses;
+* the sentence stops after ``n`` steps or, with ``stop_early``, as soon as it has a
+  finished hypothesis scoring at least the best alive log P divided by the penalty of
+  length ``n``;
+* it returns its finished hypotheses, best first, EOS-terminated and 0-padded to ``T``
+  (empty slots: ids 0, score -inf); with none finished, its alive ones scored at their
+  length.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional, Tuple
+import itertools
+from typing import Callable, List, Optional, Sequence, Tuple
 
-import tensorflow as tf
+import numpy as np
 
-from t2t_lite.decoding.search_common import (  # noqa: F401  (re-exported)
-    NEG_INF, SearchConstraint, SymbolsToLogitsFn, check_eos, constrain, decode_lengths,
-    length_penalty, loop_shape_invariants, step_log_probs, tile_beams)
-
-
-class Beams(NamedTuple):
-    """The search's per-sentence state between steps (``b`` sentences, ``k`` beams).
-
-    Attributes:
-      alive_seq: int32 [b, k, T], the alive hypotheses' tokens so far (0 after them).
-      alive_log_probs: float32 [b, k], their log-probabilities (``NEG_INF`` or below: none).
-      alive_last: int32 [b, k], their last tokens (the next step's input).
-      finished_seq: int32 [b, k, T], the finished (EOS-terminated) hypotheses.
-      finished_scores: float32 [b, k], their ``log P / length_penalty``.
-      finished_flags: bool [b, k], whether the slot holds a finished hypothesis.
-      steps: int32 [b], tokens decoded so far per sentence.
-      done: bool [b], sentences whose result is final (frozen).
-    """
-
-    alive_seq: tf.Tensor
-    alive_log_probs: tf.Tensor
-    alive_last: tf.Tensor
-    finished_seq: tf.Tensor
-    finished_scores: tf.Tensor
-    finished_flags: tf.Tensor
-    steps: tf.Tensor
-    done: tf.Tensor
+LogitsFn = Callable[[int, List[List[int]]], np.ndarray]
+AllowedFn = Callable[[int, List[int], int], np.ndarray]
 
 
-class Candidates(NamedTuple):
-    """The ``c = 2k`` best one-token extensions of a step, best first; each [b, c].
-
-    Attributes:
-      scores: float32, ``log_probs / length_penalty(step + 1)``.
-      log_probs: float32, the extended hypotheses' log-probabilities.
-      beam: int32, the alive beam each extends (0 .. k-1).
-      token: int32, the token it adds.
-      seq: int32 [b, c, T], the extended hypotheses' tokens.
-    """
-
-    scores: tf.Tensor
-    log_probs: tf.Tensor
-    beam: tf.Tensor
-    token: tf.Tensor
-    seq: tf.Tensor
+def gnmt_penalty(length, alpha: float):
+    """GNMT's length penalty ((5 + length) / 6) ** alpha, in float64."""
+    return ((5.0 + np.asarray(length, np.float64)) / 6.0) ** alpha
 
 
-def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
-                initial_ids,
-                beam_size: int,
-                decode_length,
-                vocab_size: int,
-                alpha: float,
-                states: Any = None,
-                eos_id: int = 1,
-                stop_early: bool = True,
-                max_length: Optional[int] = None,
-                constraint: Optional[SearchConstraint] = None,
-                constraint_state: Any = None,
-                growing_states: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
-    """Beam search over ``b`` sentences; returns every sentence's ``k`` hypotheses, best first.
-
-    Args:
-      symbols_to_logits_fn: ``(ids int32 [b*k], step int32 [], states) -> (logits
-        [b*k, V], states)``, e.g. ``Transformer.decode_step``. Rows ``s*k .. s*k + k-1``
-        are sentence ``s``'s hypotheses.
-      initial_ids: int32 [b], the id fed at step 0 (the start id).
-      beam_size: ``k``, hypotheses kept per sentence.
-      decode_length: int32 [b] (or a scalar for all), the most output tokens per sentence,
-        EOS included; usually input length + ``extra_length``. Clipped to [1, T].
-      vocab_size: ``V``.
-      alpha: length-penalty exponent, >= 0 (0 = plain log-probability).
-      states: nested structure (dict) of tensors with leading dim b, or None; tiled to
-        b*k and reordered each step to follow the surviving hypotheses.
-      eos_id: the end-of-sentence id.
-      stop_early: stop a sentence once no alive hypothesis can beat its best finished one;
-        False decodes every sentence to its ``decode_length`` (exact N-best lists).
-      max_length: ``T``, the static length of the id buffers (required under XLA when
-        ``decode_length`` is not a constant); default: max(decode_length).
-      constraint: restricts each step's tokens (see the module doc); None = no restriction.
-      constraint_state: its initial state, tensors with leading dim b (tiled to b*k).
-      growing_states: False: every state keeps its shape across steps (preallocated
-        caches, as XLA needs); True: every state of rank >= 2 grows along axis 1 (the
-        Transformer's growing self-attention cache, ``initial_decode_cache(..., 0)``).
-
-    Returns:
-      ids: int32 [b, k, T], without the initial id, EOS-terminated, 0 after EOS.
-      scores: float32 [b, k], log P / length_penalty, best first. A slot that holds no
-        finished hypothesis scores -inf (ids all 0); a sentence with no finished hypothesis
-        at all returns its alive hypotheses instead (not EOS-terminated).
-    """
-    _check_arguments(beam_size, vocab_size, alpha, eos_id)
-    states = {} if states is None else states
-    initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
-    batch = tf.shape(initial_ids)[0]
-    decode_length, max_length = decode_lengths(decode_length, batch, max_length)
-    k = beam_size
-    row_decode_length = tf.repeat(decode_length, k)                     # [b*k]
-    max_penalty = length_penalty(decode_length, alpha)                  # [b]
-
-    def step(i, beams: Beams, states, constraint_state):
-        logits, states = symbols_to_logits_fn(tf.reshape(beams.alive_last, [-1]), i, states)
-        log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
-                                   constraint_state)                      # [b*k, V]
-        candidates = _top_candidates(tf.reshape(log_probs, [batch, k, vocab_size]),
-                                     beams, i, alpha)
-        new_beams, origin = _select(candidates, beams, k, eos_id)
-        states, constraint_state = _reorder(states, constraint_state, origin, constraint,
-                                            tf.reshape(new_beams.alive_last, [-1]))
-        beams = _freeze_done(beams, new_beams)
-        done = beams.done | (i + 1 >= decode_length)
-        if stop_early:
-            done |= _cannot_improve(beams, max_penalty)
-        return i + 1, beams._replace(done=done), states, constraint_state
-
-    def not_done(i, beams, states, constraint_state):
-        return (i < max_length) & ~tf.reduce_all(beams.done)
-
-    loop_vars = (tf.constant(0, tf.int32), _initial_beams(initial_ids, k, max_length),
-                 tile_beams(states, k),
-                 tile_beams({} if constraint is None else constraint_state, k))
-    _, beams, _, _ = tf.while_loop(
-        not_done, step, loop_vars,
-        shape_invariants=loop_shape_invariants(loop_vars, (2,) if growing_states else ()))
-    return _results(beams, alpha)
+def log_softmax(logits) -> np.ndarray:
+    """log softmax over the last axis, in float64."""
+    logits = np.asarray(logits, np.float64)
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def _initial_beams(initial_ids, k: int, max_length) -> Beams:
-    """Step 0's beams: one alive hypothesis (the start id) per sentence, k-1 empty slots."""
-    batch = tf.shape(initial_ids)[0]
-    return Beams(
-        alive_seq=tf.zeros([batch, k, max_length], tf.int32),
-        alive_log_probs=tf.tile(tf.constant([[0.0] + [NEG_INF] * (k - 1)]), [batch, 1]),
-        alive_last=tf.tile(initial_ids[:, None], [1, k]),
-        finished_seq=tf.zeros([batch, k, max_length], tf.int32),
-        finished_scores=tf.zeros([batch, k], tf.float32),
-        finished_flags=tf.zeros([batch, k], tf.bool),
-        steps=tf.zeros([batch], tf.int32),
-        done=tf.zeros([batch], tf.bool))
+def ranked_extensions(alive_log_probs, token_log_probs, penalty
+                      ) -> List[Tuple[float, float, int, int]]:
+    """Every extension of every alive hypothesis, best first: (score, log P, beam, token).
+
+    alive_log_probs [k'] and token_log_probs [k', V] are the alive hypotheses' and their
+    next tokens' log-probabilities; impossible tokens (-inf) are left out. Arithmetic is in
+    the arrays' dtype: the sum, then the division by ``penalty``; ties go to the lower
+    (beam, token)."""
+    alive_log_probs = np.asarray(alive_log_probs)
+    token_log_probs = np.asarray(token_log_probs)
+    dtype = np.result_type(alive_log_probs, token_log_probs)
+    extensions = []
+    for beam in range(len(alive_log_probs)):
+        for token in range(token_log_probs.shape[1]):
+            if np.isneginf(token_log_probs[beam, token]):
+                continue
+            log_prob = dtype.type(alive_log_probs[beam]) + dtype.type(
+                token_log_probs[beam, token])
+            extensions.append((log_prob / dtype.type(penalty), log_prob, beam, token))
+    # A stable sort on the score alone keeps (beam, token) order among equal scores.
+    return sorted(extensions, key=lambda extension: -extension[0])
 
 
-def _top_candidates(log_probs, beams: Beams, step, alpha: float) -> Candidates:
-    """The ``2k`` best extensions (at most ``k * V``) of the alive hypotheses at ``step``.
-
-    log_probs: float32 [b, k, V], the step's token log-probabilities per alive hypothesis.
-    Candidates are ranked by ``(alive log P + token log P) / length_penalty(step + 1)``;
-    ``tf.math.top_k`` breaks ties by the lower index (beam-major, then token).
-    """
-    batch, k, vocab_size = tf.shape(log_probs)[0], log_probs.shape[1], log_probs.shape[2]
-    num_candidates = min(2 * k, k * vocab_size)
-    candidate_log_probs = tf.reshape(beams.alive_log_probs[:, :, None] + log_probs,
-                                     [batch, k * vocab_size])
-    scores, index = tf.math.top_k(candidate_log_probs / length_penalty(step + 1, alpha),
-                                  num_candidates)
-    token = index % vocab_size
-    beam = index // vocab_size
-    seq = tf.gather(beams.alive_seq, beam, batch_dims=1)              # [b, 2k, T]
-    positions = tf.range(tf.shape(seq)[2], dtype=tf.int32)
-    seq = tf.where(positions == step, token[:, :, None], seq)
-    return Candidates(scores=scores,
-                      log_probs=tf.gather(candidate_log_probs, index, batch_dims=1),
-                      beam=beam, token=token, seq=seq)
-
-
-def _select(candidates: Candidates, beams: Beams, k: int, eos_id: int
-            ) -> Tuple[Beams, tf.Tensor]:
-    """The new alive and finished hypotheses from a step's candidates.
-
-    Alive: the ``k`` best candidates that do not end in EOS. Finished: the ``k`` best of
-    the old finished hypotheses and the candidates that end in EOS and rank among the best
-    ``k`` (so that beam 1 is greedy); on a tie the old one stays.
-
-    Returns:
-      the new beams (``steps`` and ``done`` unchanged), and ``origin`` int32 [b*k]: the
-      row of ``b*k`` each new alive hypothesis extends (for reordering the states).
-    """
-    batch = tf.shape(candidates.token)[0]
-    num_candidates = candidates.token.shape[1]
-    is_eos = tf.equal(candidates.token, eos_id)
-    exists = candidates.log_probs > NEG_INF / 2
-
-    alive_log_probs, choice = tf.math.top_k(
-        tf.where(is_eos, NEG_INF, candidates.log_probs), k)             # [b, k]
-    alive_seq = tf.gather(candidates.seq, choice, batch_dims=1)
-    alive_last = tf.gather(candidates.token, choice, batch_dims=1)
-    row_offsets = tf.range(batch, dtype=tf.int32)[:, None] * k          # [b, 1]
-    origin = tf.gather(candidates.beam, choice, batch_dims=1) + row_offsets
-
-    new_flags = is_eos & exists & (tf.range(num_candidates) < k)
-    all_flags = tf.concat([beams.finished_flags, new_flags], axis=1)    # [b, k + 2k]
-    all_scores = tf.concat([beams.finished_scores, candidates.scores], axis=1)
-    _, choice = tf.math.top_k(tf.where(all_flags, all_scores, -float("inf")), k)
-    finished_seq = tf.gather(tf.concat([beams.finished_seq, candidates.seq], 1), choice,
-                             batch_dims=1)
-    return beams._replace(
-        alive_seq=alive_seq, alive_log_probs=alive_log_probs, alive_last=alive_last,
-        finished_seq=finished_seq,
-        finished_scores=tf.gather(all_scores, choice, batch_dims=1),
-        finished_flags=tf.gather(all_flags, choice, batch_dims=1)), tf.reshape(origin, [-1])
+def _search_sentence(logits_fn: LogitsFn, sentence: int, beam_size: int,
+                     decode_length: int, alpha: float, stop_early: bool, eos_id: int,
+                     allowed_fn: Optional[AllowedFn]):
+    """One sentence's search: ([(score, tokens)] best first, finished or not)."""
+    alive: List[Tuple[List[int], float]] = [([], 0.0)]
+    finished: List[Tuple[float, List[int]]] = []
+    for step in range(decode_length):
+        log_probs = log_softmax(logits_fn(sentence, [tokens for tokens, _ in alive]))
+        if allowed_fn is not None:
+            for row, (tokens, _) in enumerate(alive):
+                allowed = np.asarray(allowed_fn(sentence, tokens, decode_length - step))
+                log_probs[row, ~allowed] = -np.inf
+        if step == decode_length - 1:                   # only EOS may end the sentence
+            eos = log_probs[:, eos_id].copy()
+            log_probs[:] = -np.inf
+            log_probs[:, eos_id] = eos
+        kept = ranked_extensions([log_prob for _, log_prob in alive], log_probs,
+                                 gnmt_penalty(step + 1, alpha))[:2 * beam_size]
+        new_finished = [(score, alive[beam][0] + [token])
+                        for score, _, beam, token in kept[:beam_size] if token == eos_id]
+        # Older finished hypotheses first: the stable sort keeps them ahead on a tie.
+        finished = sorted(finished + new_finished, key=lambda item: -item[0])[:beam_size]
+        alive = [(alive[beam][0] + [token], log_prob)
+                 for _, log_prob, beam, token in kept if token != eos_id][:beam_size]
+        if stop_early and finished and alive:
+            best_alive = max(log_prob for _, log_prob in alive)
+            if finished[0][0] >= best_alive / gnmt_penalty(decode_length, alpha):
+                break
+    if finished:
+        return finished
+    return [(log_prob / gnmt_penalty(len(tokens), alpha), tokens) for tokens, log_prob in alive]
 
 
-def _reorder(states, constraint_state, origin, constraint: Optional[SearchConstraint],
-             tokens) -> Tuple[Any, Any]:
-    """The model's and the constraint's states [b*k, ...] gathered by ``origin`` int32
-    [b*k] (the row each new alive hypothesis came from); the constraint's then advanced
-    by the alive hypotheses' new ``tokens`` int32 [b*k]."""
-    def reorder(state):
-        return tf.gather(state, origin)
+def beam_search(logits_fn: LogitsFn, decode_lengths: Sequence[int], beam_size: int,
+                alpha: float, stop_early: bool = True, eos_id: int = 1,
+                max_length: Optional[int] = None, allowed_fn: Optional[AllowedFn] = None
+                ) -> Tuple[np.ndarray, np.ndarray]:
+    """Beam search of ``b = len(decode_lengths)`` sentences.
 
-    states = tf.nest.map_structure(reorder, states)
-    if constraint is not None:
-        constraint_state = constraint.update(tf.nest.map_structure(reorder, constraint_state),
-                                             tokens)
-    return states, constraint_state
-
-
-def _freeze_done(old: Beams, new: Beams) -> Beams:
-    """``new`` where a sentence is not done yet, ``old`` where it is (done sentences keep
-    what they had); ``steps`` counts one more token for the sentences not done."""
-    def keep(old_tensor, new_tensor):
-        mask = tf.reshape(old.done, [-1] + [1] * (len(old_tensor.shape) - 1))
-        return tf.where(mask, old_tensor, new_tensor)
-
-    frozen = Beams(*(keep(a, b) for a, b in zip(old, new)))
-    return frozen._replace(steps=old.steps + tf.cast(~old.done, tf.int32), done=old.done)
-
-
-def _cannot_improve(beams: Beams, max_penalty) -> tf.Tensor:
-    """bool [b]: the best finished score is at least the best alive log P divided by
-    ``max_penalty`` [b] (the largest length penalty it can still get), an upper bound on
-    any score an alive hypothesis can still reach."""
-    best_finished = tf.reduce_max(
-        tf.where(beams.finished_flags, beams.finished_scores, -float("inf")), axis=1)
-    alive_bound = tf.reduce_max(beams.alive_log_probs, axis=1) / max_penalty
-    return tf.reduce_any(beams.finished_flags, axis=1) & (best_finished >= alive_bound)
-
-
-def _results(beams: Beams, alpha: float) -> Tuple[tf.Tensor, tf.Tensor]:
-    """(ids int32 [b, k, T], scores float32 [b, k]): the finished hypotheses (empty slots
-    -inf), or the alive ones scored at their length for a sentence with none finished."""
-    finished_scores = tf.where(beams.finished_flags, beams.finished_scores, -float("inf"))
-    alive_scores = beams.alive_log_probs / length_penalty(beams.steps, alpha)[:, None]
-    alive_scores = tf.where(beams.alive_log_probs > NEG_INF / 2, alive_scores, -float("inf"))
-    has_finished = tf.reduce_any(beams.finished_flags, axis=1)
-    ids = tf.where(has_finished[:, None, None], beams.finished_seq, beams.alive_seq)
-    scores = tf.where(has_finished[:, None], finished_scores, alive_scores)
+    Each decode length is clipped to [1, T], T = ``max_length`` (default: the largest).
+    Returns ids int32 [b, k, T] (0 after EOS and in empty slots) and scores float64 [b, k]
+    (-inf for empty slots), best first."""
+    max_length = max(decode_lengths) if max_length is None else max_length
+    ids = np.zeros([len(decode_lengths), beam_size, max_length], np.int32)
+    scores = np.full([len(decode_lengths), beam_size], -np.inf)
+    for sentence, length in enumerate(decode_lengths):
+        length = min(max(int(length), 1), max_length)
+        results = _search_sentence(logits_fn, sentence, beam_size, length, alpha,
+                                   stop_early, eos_id, allowed_fn)
+        for slot, (score, tokens) in enumerate(results):
+            ids[sentence, slot, :len(tokens)] = tokens
+            scores[sentence, slot] = score
     return ids, scores
 
 
-def _check_arguments(beam_size: int, vocab_size: int, alpha: float, eos_id: int) -> None:
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
-    if not isinstance(vocab_size, int) or vocab_size < 1:
-        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
-    check_eos(eos_id, vocab_size)
-    if alpha < 0:
-        raise ValueError(f"alpha must be >= 0 (the early-termination bound assumes the "
-                         f"length penalty grows with length), got {alpha}")
+def enumerate_outputs(logits_fn: LogitsFn, sentence: int, decode_length: int,
+                      vocab_size: int, alpha: float, eos_id: int = 1
+                      ) -> List[Tuple[float, List[int]]]:
+    """Brute force: every EOS-terminated output of at most ``decode_length`` tokens with its
+    score, best first (at the last position only EOS may follow, its log P counted).
+    ``vocab_size ** (decode_length - 1)`` outputs: tiny vocabularies and lengths only."""
+    others = [token for token in range(vocab_size) if token != eos_id]
+    outputs = []
+    for length in range(1, decode_length + 1):
+        for body in itertools.product(others, repeat=length - 1):
+            tokens = list(body) + [eos_id]
+            total = 0.0
+            for position, token in enumerate(tokens):
+                total += log_softmax(logits_fn(sentence, [tokens[:position]]))[0, token]
+            outputs.append((total / gnmt_penalty(length, alpha), tokens))
+    return sorted(outputs, key=lambda item: -item[0])

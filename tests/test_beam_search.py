@@ -3,17 +3,19 @@
 The models are Markov tables: first order, ``logits = table[previous id]``, or second
 order, ``logits = table[id two back, previous id]`` where the id two back is read from a
 ``path`` state (so a state gathered from the wrong beam gives a wrong answer). Expected
-results come from hand-computed log-probabilities, GNMT's ((5 + len) / 6) ** alpha, and
-exhaustive enumeration of every EOS-terminated sequence.
+results come from hand-computed log-probabilities, GNMT's ((5 + len) / 6) ** alpha,
+exhaustive enumeration of every EOS-terminated sequence and the plain reference search
+(``reference_beam_search``).
 """
-import itertools
 import math
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.decoding import beam_search, greedy_search, length_penalty
+import reference_beam_search as reference
+from t2t_lite.decoding import (DecodingPlan, DecodingState, beam_search, greedy_search,
+                               length_penalty)
 
 EOS = 1
 NEG = -np.inf
@@ -29,11 +31,18 @@ def gnmt_penalty(length, alpha):
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def beams(k, **choices):
+    return DecodingPlan(beam_size=k, **choices)
+
+
+GREEDY = DecodingPlan()
+
+
 def first_order(table, counter=None):
-    """``symbols_to_logits_fn`` with ``logits = table[ids]`` (table [V, V])."""
+    """A step function with ``logits = table[ids]`` (table [V, V])."""
     table = tf.constant(table, tf.float32)
 
-    def fn(ids, step, states):
+    def fn(ids, step, states, sentence_states):
         if counter is not None:
             counter.assign_add(1)
         return tf.gather(table, ids), states
@@ -47,7 +56,7 @@ def second_order(table, max_length):
     table = tf.constant(table, tf.float32)
     positions = tf.range(max_length)[None, :, None]
 
-    def fn(ids, step, states):
+    def fn(ids, step, states, sentence_states):
         path = states["nested"]["path"]
         two_back = tf.gather(path[:, :, 0], tf.maximum(step - 1, 0), axis=1)
         logits = tf.gather_nd(table, tf.stack([two_back, ids], axis=1))
@@ -62,21 +71,15 @@ def second_order_states(batch, max_length):
             "calls": tf.zeros([batch], tf.int32)}
 
 
-def enumerate_hypotheses(log_prob_fn, start, decode_length, vocab_size, alpha):
-    """Every EOS-terminated sequence of at most ``decode_length`` tokens with its score,
-    best first; at the last position only EOS may follow (its model log-prob counts)."""
-    results = []
-    for length in range(1, decode_length + 1):
-        for body in itertools.product([t for t in range(vocab_size) if t != EOS],
-                                      repeat=length - 1):
-            tokens = list(body) + [EOS]
-            history = [0, start]
-            total = 0.0
-            for token in tokens:
-                total += log_prob_fn(history)[token]
-                history.append(token)
-            results.append((total / gnmt_penalty(length, alpha), tokens))
-    return sorted(results, key=lambda item: -item[0])
+def second_order_logits(table, starts):
+    """The reference's ``logits_fn`` for ``second_order(table)`` fed ``starts`` [b]."""
+    def logits_fn(sentence, prefixes):
+        rows = []
+        for prefix in prefixes:
+            history = [0, starts[sentence]] + list(prefix)
+            rows.append(table[history[-2], history[-1]])
+        return np.array(rows)
+    return logits_fn
 
 
 def unpad(ids):
@@ -111,9 +114,8 @@ def test_beam_one_equals_greedy_argmax(seed):
     table[:, EOS] -= 1.5  # longer sentences
     starts, lengths = [0, 3, 5, 6], [1, 4, 8, 12]
     fn = first_order(table)
-    greedy_ids, greedy_scores = greedy_search(fn, starts, lengths, vocab_size)
-    beam_ids, beam_scores = beam_search(fn, starts, 1, lengths, vocab_size, alpha=0.0,
-                                        states={})
+    greedy_ids, greedy_scores = greedy_search(fn, DecodingState(starts), GREEDY, lengths)
+    beam_ids, beam_scores = beam_search(fn, DecodingState(starts), beams(1), lengths, 0.0)
     assert beam_ids.shape == (4, 1, 12) and greedy_ids.shape == (4, 12)
     for row, (start, length) in enumerate(zip(starts, lengths)):
         tokens, total = argmax_loop(table, start, length)
@@ -139,7 +141,8 @@ def test_length_penalty_changes_the_winner_as_the_formula_says(alpha, winner):
     short = math.log(0.4) / gnmt_penalty(1, alpha)
     long = (math.log(0.6) + math.log(0.5)) / gnmt_penalty(2, alpha)
     assert (short > long) == (winner == [EOS])
-    ids, scores = beam_search(first_order(LENGTH_TABLE), [0], 2, [2], 3, alpha, states={})
+    ids, scores = beam_search(first_order(LENGTH_TABLE), DecodingState([0]), beams(2), [2],
+                              alpha)
     assert unpad(ids[0, 0]) == winner
     expected = sorted([short, long], reverse=True)
     np.testing.assert_allclose(scores[0], expected, rtol=1e-5)
@@ -173,16 +176,16 @@ def expected_stop_step(alpha, decode_length):
 def test_early_termination_stops_when_no_alive_hypothesis_can_win(alpha, calls):
     assert expected_stop_step(alpha, 10) == calls  # the hand count agrees with the bound
     counter = tf.Variable(0)
-    ids, scores = beam_search(first_order(STOP_TABLE, counter), [0], 2, [10], 3, alpha,
-                              states={})
+    ids, scores = beam_search(first_order(STOP_TABLE, counter), DecodingState([0]),
+                              beams(2), [10], alpha)
     assert int(counter.numpy()) == calls
     best = (math.log(0.7) + math.log(0.6)) / gnmt_penalty(2, alpha)  # "a EOS"
     assert unpad(ids[0, 0]) == [2, EOS]
     np.testing.assert_allclose(scores[0, 0], best, rtol=1e-5)
 
     counter.assign(0)
-    full_ids, full_scores = beam_search(first_order(STOP_TABLE, counter), [0], 2, [10], 3,
-                                        alpha, states={}, stop_early=False)
+    full_ids, full_scores = beam_search(first_order(STOP_TABLE, counter), DecodingState([0]),
+                                        beams(2), [10], alpha, stop_early=False)
     assert int(counter.numpy()) == 10
     assert unpad(full_ids[0, 0]) == [2, EOS]
     np.testing.assert_allclose(full_scores[0, 0], best, rtol=1e-5)
@@ -191,7 +194,7 @@ def test_early_termination_stops_when_no_alive_hypothesis_can_win(alpha, calls):
 def test_early_termination_in_a_graph_counts_the_same_steps():
     counter = tf.Variable(0)
     fn = first_order(STOP_TABLE, counter)
-    decode = tf.function(lambda: beam_search(fn, [0], 2, [10], 3, 0.0, states={}))
+    decode = tf.function(lambda: beam_search(fn, DecodingState([0]), beams(2), [10], 0.0))
     ids, _ = decode()
     assert int(counter.numpy()) == 2 and unpad(ids[0, 0]) == [2, EOS]
 
@@ -201,8 +204,8 @@ def test_early_stop_keeps_the_best_hypothesis_of_the_full_search(seed):
     vocab_size = 6
     table = random_table([vocab_size, vocab_size], 10 + seed)
     starts, lengths = [0, 2, 4], [3, 6, 9]
-    early = beam_search(first_order(table), starts, 3, lengths, vocab_size, 0.6, states={})
-    full = beam_search(first_order(table), starts, 3, lengths, vocab_size, 0.6, states={},
+    early = beam_search(first_order(table), DecodingState(starts), beams(3), lengths, 0.6)
+    full = beam_search(first_order(table), DecodingState(starts), beams(3), lengths, 0.6,
                        stop_early=False)
     np.testing.assert_array_equal(early[0][:, 0], full[0][:, 0])
     np.testing.assert_allclose(early[1][:, 0], full[1][:, 0], rtol=1e-6)
@@ -216,8 +219,8 @@ def test_best_finished_hypothesis_is_never_dropped():
                              [1e-30, 0.5, 0.25, 0.25],
                              [1e-30, 0.5, 0.25, 0.25]])).astype(np.float32)
     for beam_size in (1, 2, 3):
-        ids, scores = beam_search(first_order(table), [0], beam_size, [6], 4, 0.6,
-                                  states={}, stop_early=False)
+        ids, scores = beam_search(first_order(table), DecodingState([0]), beams(beam_size),
+                                  [6], 0.6, stop_early=False)
         assert unpad(ids[0, 0]) == [EOS]
         np.testing.assert_allclose(scores[0, 0], math.log(0.9), rtol=1e-6)
 
@@ -231,8 +234,8 @@ def test_each_sentence_respects_its_decode_length_with_forced_eos():
     table[:, EOS] = -6.0
     table[:, 3] = 1.0
     lengths = [1, 2, 5, 3]
-    ids, scores = beam_search(first_order(table), [0, 0, 0, 0], 2, lengths, vocab_size,
-                              0.6, states={}, max_length=7)
+    ids, scores = beam_search(first_order(table), DecodingState([0, 0, 0, 0]), beams(2),
+                              lengths, 0.6, max_length=7)
     assert ids.shape == (4, 2, 7)
     log_probs = log_softmax(table[0])
     for row, length in enumerate(lengths):
@@ -248,10 +251,6 @@ def test_each_sentence_respects_its_decode_length_with_forced_eos():
         np.testing.assert_allclose(scores[row, 0], expected, rtol=1e-5)
 
 
-def second_order_log_probs(table):
-    return lambda history: log_softmax(table[history[-2], history[-1]])
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_states_follow_their_beams_and_wide_beam_is_exhaustive(seed):
     # Beam 12 keeps every candidate of a 4-token vocabulary up to length 3 (at most 3 * 4
@@ -263,16 +262,16 @@ def test_states_follow_their_beams_and_wide_beam_is_exhaustive(seed):
     table = random_table([vocab_size] * 3, 20 + seed)
     starts, lengths = [0, 2, 3], [3, 3, 2]
     fn = second_order(table, max_length)
-    ids, scores = beam_search(fn, starts, beam_size, lengths, vocab_size, 0.6,
-                              states=second_order_states(3, max_length), stop_early=False)
-    for row, (start, length) in enumerate(zip(starts, lengths)):
-        reference = enumerate_hypotheses(second_order_log_probs(table), start, length,
-                                         vocab_size, 0.6)
-        count = min(beam_size, len(reference))
-        np.testing.assert_allclose(scores[row, :count], [s for s, _ in reference[:count]],
+    ids, scores = beam_search(fn, DecodingState(starts, second_order_states(3, max_length)),
+                              beams(beam_size), lengths, 0.6, stop_early=False)
+    for row, length in enumerate(lengths):
+        outputs = reference.enumerate_outputs(second_order_logits(table, starts), row,
+                                                length, vocab_size, 0.6)
+        count = min(beam_size, len(outputs))
+        np.testing.assert_allclose(scores[row, :count], [s for s, _ in outputs[:count]],
                                    rtol=1e-5)
-        assert unpad(ids[row, 0]) == reference[0][1]
-        by_tokens = {tuple(tokens): score for score, tokens in reference}
+        assert unpad(ids[row, 0]) == outputs[0][1]
+        by_tokens = {tuple(tokens): score for score, tokens in outputs}
         for beam in range(count):  # every returned hypothesis carries its own score
             np.testing.assert_allclose(by_tokens[tuple(unpad(ids[row, beam]))],
                                        scores[row, beam], rtol=1e-5)
@@ -284,45 +283,46 @@ def test_a_sentence_decodes_the_same_alone_and_in_a_batch():
     table = random_table([vocab_size] * 3, 7)
     starts, lengths = [0, 2, 4], [8, 3, 6]
     fn = second_order(table, max_length)
-    batch = beam_search(fn, starts, 3, lengths, vocab_size, 0.6,
-                        states=second_order_states(3, max_length), max_length=max_length)
+    batch = beam_search(fn, DecodingState(starts, second_order_states(3, max_length)),
+                        beams(3), lengths, 0.6, max_length=max_length)
     for row, (start, length) in enumerate(zip(starts, lengths)):
-        alone = beam_search(fn, [start], 3, [length], vocab_size, 0.6,
-                            states=second_order_states(1, max_length), max_length=max_length)
+        alone = beam_search(fn, DecodingState([start], second_order_states(1, max_length)),
+                            beams(3), [length], 0.6, max_length=max_length)
         np.testing.assert_array_equal(alone[0][0], batch[0][row])
         np.testing.assert_allclose(alone[1][0], batch[1][row], rtol=1e-6)
 
 
-@pytest.mark.parametrize("shrink", [False, True])
-def test_expanding_after_the_first_step_changes_no_result(shrink):
-    """``expand_after_first_step`` feeds step 0 one row per sentence (states [b, ...]) and
-    tiles the states after it; a model whose logits do not depend on the batch gives the
-    same hypotheses and scores, the stateful second-order model included (its ``path``
-    and ``calls`` states must be tiled to the right beams)."""
+@pytest.mark.parametrize("plan", [beams(2), beams(2, shrink=True),
+                                  beams(2, log_probs_from_softmax=True),
+                                  beams(2, growing_cache=True, shrink=True)],
+                         ids=["whole_batch", "shrink", "from_softmax", "growing_shrink"])
+def test_first_step_runs_once_per_sentence_and_states_follow_the_beams(plan):
+    """Step 0 feeds one row per sentence (states [b, ...]) and the states are repeated to
+    the beams after it; whatever the plan, the stateful second-order model (its ``path``
+    and ``calls`` states must reach the right beams) gives the reference search's
+    hypotheses and scores, eagerly, in a graph and (without shrink) under XLA."""
     vocab_size, max_length = 6, 8
     table = random_table([vocab_size] * 3, 11)
     starts, lengths = [0, 2, 5, 3], [8, 1, 5, 6]
     fn = second_order(table, max_length)
     rows_seen = []
 
-    def counting_fn(ids, step, states):
+    def counting_fn(ids, step, states, sentence_states):
         rows_seen.append(ids.shape[0])   # None in a graph with shrink (dynamic batch)
-        return fn(ids, step, states)
+        return fn(ids, step, states, sentence_states)
 
-    def search(expand):
-        return beam_search(counting_fn, starts, 3, lengths, vocab_size, 0.6,
-                           states=second_order_states(4, max_length), max_length=max_length,
-                           shrink=shrink, expand_after_first_step=expand)
+    def search():
+        return beam_search(counting_fn,
+                           DecodingState(starts, second_order_states(4, max_length)), plan,
+                           lengths, 0.6, max_length=max_length)
 
-    ids, scores = search(False)
-    assert rows_seen[0] == 4 * 3
-    rows_seen.clear()
-    expanded_ids, expanded_scores = search(True)
-    assert rows_seen[0] == 4 and rows_seen[1] <= 4 * 3   # step 0 untiled, then the beams
-    np.testing.assert_array_equal(expanded_ids, ids)
-    np.testing.assert_array_equal(expanded_scores, scores)
-    # Under XLA, and in a graph, the first step is traced outside the loop.
-    compiled = tf.function(lambda: search(True), jit_compile=not shrink)()
+    ids, scores = search()
+    assert rows_seen[0] == 4 and rows_seen[1] <= 4 * 2   # step 0 untiled, then the beams
+    want_ids, want_scores = reference.beam_search(second_order_logits(table, starts),
+                                                  lengths, 2, 0.6, max_length=max_length)
+    np.testing.assert_array_equal(ids, want_ids)
+    np.testing.assert_allclose(scores, want_scores, rtol=1e-5)
+    compiled = tf.function(search, jit_compile=not plan.shrink)()
     np.testing.assert_array_equal(compiled[0], ids)
     np.testing.assert_allclose(compiled[1], scores, rtol=1e-6)
 
@@ -336,12 +336,9 @@ def test_xla_matches_eager_and_graph():
     fn = second_order(table, max_length)
 
     def decode(starts, lengths):
-        beams = beam_search(fn, starts, 3, lengths, vocab_size, 0.6,
-                            states=second_order_states(4, max_length), max_length=max_length)
-        greedy = greedy_search(fn, starts, lengths, vocab_size,
-                               states=second_order_states(4, max_length),
-                               max_length=max_length)
-        return beams + greedy
+        start = DecodingState(starts, second_order_states(4, max_length))
+        return (beam_search(fn, start, beams(3), lengths, 0.6, max_length=max_length)
+                + greedy_search(fn, start, GREEDY, lengths, max_length=max_length))
 
     eager = decode(starts, lengths)
     graph = tf.function(decode)(starts, lengths)
@@ -354,8 +351,24 @@ def test_xla_matches_eager_and_graph():
 def test_bad_arguments_are_refused():
     fn = first_order(LENGTH_TABLE)
     with pytest.raises(ValueError, match="beam_size"):
-        beam_search(fn, [0], 0, [2], 3, 0.6)
+        beams(0)
+    with pytest.raises(ValueError, match="shrink must be a bool"):
+        DecodingPlan(shrink=1)
     with pytest.raises(ValueError, match="alpha"):
-        beam_search(fn, [0], 2, [2], 3, -1.0)
+        beam_search(fn, DecodingState([0]), beams(2), [2], -1.0)
+    with pytest.raises(ValueError, match=r"eos_id 5 is outside the vocabulary \[0, 3\)"):
+        beam_search(fn, DecodingState([0]), beams(2), [2], 0.6, eos_id=5)
     with pytest.raises(ValueError, match="eos_id 5"):
-        beam_search(fn, [0], 2, [2], 3, 0.6, eos_id=5)
+        greedy_search(fn, DecodingState([0]), GREEDY, [2], eos_id=5)
+    with pytest.raises(ValueError, match="greedy_search needs a plan with beam_size 1"):
+        greedy_search(fn, DecodingState([0]), beams(2), [2])
+
+
+def test_the_translators_plan_follows_xla_quantization_and_beam_size():
+    choose = DecodingPlan.choose
+    assert choose(4, False, "none") == DecodingPlan(4, growing_cache=True, shrink=True)
+    assert choose(4, False, "int8") == DecodingPlan(4, growing_cache=True, shrink=True,
+                                                    log_probs_from_softmax=True)
+    assert choose(4, True, "int8") == choose(4, True, "none") == DecodingPlan(4)
+    assert choose(1, False, "int8") == DecodingPlan(1, growing_cache=True)
+    assert choose(1, True, "none") == DecodingPlan()

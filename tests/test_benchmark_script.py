@@ -115,11 +115,11 @@ def test_the_decode_benchmarks_pad_and_eos_never_win():
     benchmark = _script_module("benchmark")
     model = benchmark.build_model(benchmark.get_hparams("transformer_tiny"), 50)
     benchmark.make_ids_lose(model, (0, 1))
-    memory, mask = model.encode(tf.constant([[5, 9, 1], [7, 2, 1]]))
-    cache = model.initial_decode_cache(memory, mask, 0)
-    ids = tf.zeros([2], tf.int32)
+    from t2t_lite.decoding import DecodingPlan
+    plan = DecodingPlan(growing_cache=True)
+    ids, cache, memory = model.decoding_state(tf.constant([[5, 9, 1], [7, 2, 1]]), 0, plan)
     for step in range(4):
-        logits, cache = model.decode_step(ids, step, cache, growing=True)
+        logits, cache = model.decode_step(ids, step, cache, memory, plan)
         logits = logits.numpy()
         assert set(np.argsort(logits, axis=1)[:, :2].ravel()) == {0, 1}
         assert (np.delete(logits, [0, 1], axis=1).min(axis=1) - logits[:, :2].max(axis=1)

@@ -1,11 +1,15 @@
-"""Beam decoding with encoder-decoder keys/values kept once per sentence
-(``split_memory_cache`` + ``beam_decode_step``) equals the tiled cache, step by step and
-through a whole beam search."""
+"""The Transformer's decode step keeps the encoder-decoder keys/values once per sentence
+(``sentence_states``, never tiled nor reordered; a sentence's hypotheses attend to them
+together): it equals the step that carries a copy of them for every hypothesis, step by
+step and through whole beam searches (under XLA, and with a growing cache, finished
+sentences dropped and int8 weights, as the Translator decodes)."""
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
-from t2t_lite.decoding.beam_search import beam_search, tile_beams
+from t2t_lite.decoding import DecodingPlan, DecodingState, beam_search, step_function
+from t2t_lite.decoding.beam_search import tile_beams
 from t2t_lite.hparams_lib import HParams
 from t2t_lite.models.transformer import Transformer
 
@@ -24,66 +28,70 @@ def _model():
 
 def test_per_sentence_step_equals_tiled_step():
     model, beams, length = _model(), 3, 5
-    memory, mask = model.encode(tf.constant(INPUTS))
-    cache = model.initial_decode_cache(memory, mask, length)
-    tiled = tile_beams(cache, beams)
-    states, constants = model.split_memory_cache(cache)
+    plan = DecodingPlan(beams)
+    ids0, states, sentence_states = model.decoding_state(tf.constant(INPUTS), length, plan)
+    assert set(states["decoder"]["layer_0"]) == {"self_k", "self_v"}
+    assert set(sentence_states["decoder"]["layer_0"]) == {"encdec_k", "encdec_v"}
+    np.testing.assert_array_equal(ids0.numpy(), [0, 0, 0])
     states = tile_beams(states, beams)
-    step_fn = model.beam_decode_step(constants, beams)
+    # Every hypothesis its own "sentence", with its own copy of the memory.
+    tiled_states, tiled_memory = states, tile_beams(sentence_states, beams)
     ids = tf.zeros([len(INPUTS) * beams], tf.int32)
     rng = np.random.default_rng(0)
     for step in range(length):
-        expected, tiled = model.decode_step(ids, step, tiled)
-        logits, states = step_fn(ids, step, states)
+        expected, tiled_states = model.decode_step(ids, step, tiled_states, tiled_memory,
+                                                   DecodingPlan())
+        logits, states = model.decode_step(ids, step, states, sentence_states, plan)
         np.testing.assert_allclose(logits.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
         ids = tf.constant(rng.integers(2, VOCAB, size=ids.shape), tf.int32)
     assert set(states["decoder"]["layer_0"]) == {"self_k", "self_v"}
 
 
-def test_per_sentence_beam_search_equals_tiled_under_xla():
-    model, beams, length = _model(), 4, 8
+def _searches(model, plan, length):
+    """(per-sentence, tiled-memory) beam searches of ``inputs`` under ``plan``: the second
+    carries the memory as a per-hypothesis state, repeated to the beams and reordered."""
+    one_row = DecodingPlan(growing_cache=plan.growing_cache)
 
-    @tf.function(jit_compile=True)
+    def tiled_step(ids, step, states, sentence_states):
+        logits, new = model.decode_step(ids, step, states["self"], states["memory"], one_row)
+        return logits, {"self": new, "memory": states["memory"]}
+
     def search(inputs, per_sentence):
-        memory, mask = model.encode(inputs)
-        cache = model.initial_decode_cache(memory, mask, length)
-        step_fn = model.decode_step
+        ids, states, sentence_states = model.decoding_state(inputs, length, plan)
         if per_sentence:
-            cache, constants = model.split_memory_cache(cache)
-            step_fn = model.beam_decode_step(constants, beams)
-        start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
-        return beam_search(step_fn, start, beams, length, VOCAB, 0.6, states=cache,
-                           max_length=length)
+            start, step_fn = DecodingState(ids, states, sentence_states), step_function(
+                model, plan)
+        else:
+            start = DecodingState(ids, {"self": states, "memory": sentence_states})
+            step_fn = tiled_step
+        return beam_search(step_fn, start, plan, length, 0.6, max_length=length)
 
+    return search
+
+
+def test_per_sentence_beam_search_equals_tiled_under_xla():
+    model, length = _model(), 8
+    plan = DecodingPlan.choose(4, jit_compile=True, quantization="none")
+    search = tf.function(_searches(model, plan, length), jit_compile=True)
     ids, scores = search(tf.constant(INPUTS), True)
     expected_ids, expected_scores = search(tf.constant(INPUTS), False)
     np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
     np.testing.assert_allclose(scores.numpy(), expected_scores.numpy(), rtol=1e-5)
 
 
-def test_first_step_on_one_row_per_sentence_equals_the_tiled_search():
-    """``expand_after_first_step`` (what the Translator uses): step 0 runs the Transformer
-    on one row per sentence, the self-attention caches are tiled to the beams after it;
-    the hypotheses and scores are those of the search that tiles first, with a growing
-    cache, finished sentences dropped (``shrink``) and int8 weights too."""
-    from t2t_lite.layers.int8 import quantize_model
+@pytest.mark.parametrize("quantization", ["none", "int8"])
+def test_per_sentence_beam_search_equals_tiled_as_the_translator_decodes(quantization):
+    """Without XLA: a growing cache, finished sentences dropped, and (int8) the
+    log-probabilities from the softmax; step 0 runs on one row per sentence either way."""
+    from t2t_lite.layers.int8 import quantize_model, quantization_of
 
-    model, beams, length = _model(), 4, 9
-
-    def search(inputs, expand):
-        memory, mask = model.encode(inputs)
-        cache, constants = model.split_memory_cache(model.initial_decode_cache(memory, mask, 0))
-        start = tf.zeros([tf.shape(inputs)[0]], tf.int32)
-        return beam_search(model.sentence_decode_step(beams, growing=True), start, beams,
-                           length, VOCAB, 0.6, states=cache, max_length=length,
-                           growing_states=True, sentence_states=constants, shrink=True,
-                           expand_after_first_step=expand)
-
-    for quantize in (False, True):
-        if quantize:
-            quantize_model(model)
-        traced = tf.function(search)   # traced again once the model is quantized
-        ids, scores = traced(tf.constant(INPUTS), False)
-        expanded_ids, expanded_scores = traced(tf.constant(INPUTS), True)
-        np.testing.assert_array_equal(expanded_ids.numpy(), ids.numpy())
-        np.testing.assert_allclose(expanded_scores.numpy(), scores.numpy(), rtol=1e-6)
+    model, length = _model(), 9
+    if quantization == "int8":
+        quantize_model(model)
+    plan = DecodingPlan.choose(4, jit_compile=False, quantization=quantization_of(model))
+    assert plan.shrink and plan.log_probs_from_softmax == (quantization == "int8")
+    search = tf.function(_searches(model, plan, length))
+    ids, scores = search(tf.constant(INPUTS), True)
+    expected_ids, expected_scores = search(tf.constant(INPUTS), False)
+    np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
+    np.testing.assert_allclose(scores.numpy(), expected_scores.numpy(), rtol=1e-5)

@@ -6,11 +6,14 @@ import pytest
 
 
 @pytest.mark.parametrize("module", ["t2t_lite.decoding", "t2t_lite.decoding.lines",
-                                    "t2t_lite.decoding.config"])
+                                    "t2t_lite.decoding.config", "t2t_lite.decoding.plan",
+                                    "t2t_lite.decoding.step"])
 def test_import_does_not_load_tensorflow(module):
     code = (f"import sys, {module}\n"
-            "from t2t_lite.decoding import parse_decode_hparams\n"
+            "from t2t_lite.decoding import DecodingPlan, DecodingState, parse_decode_hparams\n"
             "assert parse_decode_hparams('beam_size=2', {}).beam_size == 2\n"
+            "assert DecodingPlan.choose(2, False, 'int8').log_probs_from_softmax\n"
+            "assert DecodingState([0]).states is None\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorflow'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from t2t_lite import registry
 from t2t_lite.commands import decoder, exporter
+from t2t_lite.decoding import DecodingPlan
 from t2t_lite.layers import int8, int8_backend, quantization
 from t2t_lite.layers.int8 import (ACTIVATION_LEVELS, WEIGHT_LEVELS, Int8Kernel, int8_matmul,
                                   kernel_name, quantize_model, quantization_of)
@@ -152,13 +153,13 @@ def test_quantized_random_model_logits_are_close_to_float32():
     features = {"inputs": rng.integers(2, 300, (4, 9)).astype(np.int32),
                 "targets": rng.integers(2, 300, (4, 7)).astype(np.int32)}
     features["inputs"][:, -1] = features["targets"][:, -1] = 1
-    memory, mask = model.encode(features["inputs"])
-    cache = model.initial_decode_cache(memory, mask, 0)
+    plan = DecodingPlan(growing_cache=True)
+    _, cache, memory = model.decoding_state(features["inputs"], 0, plan)
     ids = tf.zeros([4], tf.int32)
     reference = model(features).numpy()
     reference_steps = []
     for step in range(3):
-        logits, cache = model.decode_step(ids, step, cache, growing=True)
+        logits, cache = model.decode_step(ids, step, cache, memory, plan)
         reference_steps.append(logits.numpy())
         ids = tf.constant(features["targets"][:, step])
     assert quantization_of(model) == "none"
@@ -174,11 +175,10 @@ def test_quantized_random_model_logits_are_close_to_float32():
     assert all(k.q.dtype == tf.int8 and int(tf.reduce_max(tf.abs(tf.cast(k.q, tf.int32))))
                <= WEIGHT_LEVELS for k in kernels)
     _assert_close(model(features).numpy(), reference)
-    memory, mask = model.encode(features["inputs"])
-    cache = model.initial_decode_cache(memory, mask, 0)
+    _, cache, memory = model.decoding_state(features["inputs"], 0, plan)
     ids = tf.zeros([4], tf.int32)
     for step in range(3):
-        logits, cache = model.decode_step(ids, step, cache, growing=True)
+        logits, cache = model.decode_step(ids, step, cache, memory, plan)
         _assert_close(logits.numpy(), reference_steps[step])
         ids = tf.constant(features["targets"][:, step])
     # The float32 variables are untouched (checkpoints and training see no change).
@@ -307,15 +307,18 @@ def test_the_decoder_turns_on_onednn_for_float32_unless_the_environment_says(env
 
 
 def _decode_three_steps(model, inputs, targets, growing=True):
-    """The logits [b, V] of three cached decoding steps, and the final cache."""
-    memory, mask = model.encode(inputs)
-    cache = model.initial_decode_cache(memory, mask, 0 if growing else 3)
+    """The logits [b, V] of three cached decoding steps, and the final cache (the
+    self-attention caches and the per-sentence memory of every layer)."""
+    plan = DecodingPlan(growing_cache=growing)
+    _, cache, memory = model.decoding_state(inputs, 3, plan)
     ids = tf.zeros([inputs.shape[0]], tf.int32)
     steps = []
     for step in range(3):
-        logits, cache = model.decode_step(ids, step, cache, growing=growing)
+        logits, cache = model.decode_step(ids, step, cache, memory, plan)
         steps.append(logits.numpy())
         ids = tf.constant(targets[:, step])
+    for name, layer in cache["decoder"].items():
+        layer.update(memory["decoder"][name])
     return steps, cache
 
 
@@ -350,9 +353,9 @@ def test_an_xla_compiled_search_keeps_float32_self_attention():
     inputs = tf.constant(np.random.default_rng(6).integers(2, 300, (2, 5)), tf.int32)
 
     def first_cache_dtype(inputs):
-        memory, mask = model.encode(inputs)
-        cache = model.initial_decode_cache(memory, mask, 3)
-        logits, cache = model.decode_step(tf.zeros([2], tf.int32), 0, cache)
+        plan = DecodingPlan()
+        _, cache, memory = model.decoding_state(inputs, 3, plan)
+        logits, cache = model.decode_step(tf.zeros([2], tf.int32), 0, cache, memory, plan)
         return cache["decoder"]["layer_0"]["self_k"], logits
 
     assert tf.function(first_cache_dtype, jit_compile=True)(inputs)[0].dtype == tf.float32
@@ -383,8 +386,8 @@ def test_attention_dtype_default_needs_onednn_and_bfloat16_arithmetic(monkeypatc
     mixed.build()
     monkeypatch.setattr(quantization, "has_native_bfloat16", lambda: False)
     assert quantize_model(mixed).attention_dtype == "bfloat16"
-    memory, mask = mixed.encode(tf.constant([[5, 6, 1]]))
-    cache = mixed.initial_decode_cache(memory, mask, 0)
+    _, cache, _ = mixed.decoding_state(tf.constant([[5, 6, 1]]), 0,
+                                       DecodingPlan(growing_cache=True))
     assert cache["decoder"]["layer_0"]["self_k"].dtype == tf.bfloat16
 
 

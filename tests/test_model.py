@@ -1,4 +1,5 @@
-"""The Transformer: causality, cached decoding = teacher forcing, serialisation, and
+"""The Transformer: causality, cached decoding (preallocated and growing caches, the
+searches' step interface) = teacher forcing, serialisation, and
 parameter counts against an analytic formula and the paper's Table 3."""
 import keras
 import numpy as np
@@ -6,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import registry
+from t2t_lite.decoding import DecodingPlan
 from t2t_lite.hparams_lib import HParams
 from t2t_lite.models.parameters import build_shapes_only, parameter_counts
 from t2t_lite.models.transformer import Transformer, layer_kwargs, shift_right
@@ -67,27 +69,36 @@ def test_dropout_acts_only_in_training(model):
     np.testing.assert_array_equal(model(_features()), model(_features()))
 
 
-def _decode_all(model, decoder_inputs, max_length):
-    memory, memory_mask = model.encode(INPUTS)
-    cache = model.initial_decode_cache(memory, memory_mask, max_length)
+def _decode_all(model, decoder_inputs, max_length, plan):
+    start, states, sentence_states = model.decoding_state(INPUTS, max_length, plan)
+    np.testing.assert_array_equal(start, [0, 0])          # the start symbol
     steps = []
     for step in range(decoder_inputs.shape[1]):
-        logits, cache = model.decode_step(decoder_inputs[:, step], step, cache)
+        logits, states = model.decode_step(decoder_inputs[:, step], step, states,
+                                           sentence_states, plan)
         steps.append(logits)
-    return np.stack(steps, axis=1), cache
+    return np.stack(steps, axis=1), states, sentence_states
 
 
-def test_cached_decoding_equals_teacher_forcing(model):
+@pytest.mark.parametrize("growing", [False, True], ids=["preallocated", "growing"])
+def test_cached_decoding_equals_teacher_forcing(model, growing):
     full = model(_features()).numpy()
-    stepped, cache = _decode_all(model, shift_right(TARGETS).numpy(), max_length=8)
+    plan = DecodingPlan(growing_cache=growing)
+    stepped, states, sentence_states = _decode_all(model, shift_right(TARGETS).numpy(), 8,
+                                                   plan)
     np.testing.assert_allclose(stepped, full, atol=1e-5)
     hp = model.hparams
-    for tensor in tf.nest.flatten(cache):        # every cache tensor leads with batch
+    for tensor in tf.nest.flatten((states, sentence_states)):   # all lead with the batch
         assert tensor.shape[0] == 2
-    layer = cache["decoder"]["layer_0"]
-    assert layer["self_k"].shape == (2, hp.num_heads, 8, hp.key_channels // hp.num_heads)
-    assert layer["self_v"].shape == (2, hp.num_heads, 8, hp.value_channels // hp.num_heads)
-    assert layer["encdec_k"].shape[:3] == (2, hp.num_heads, INPUTS.shape[1])
+    layer = states["decoder"]["layer_0"]
+    length = TARGETS.shape[1] if growing else 8
+    assert layer["self_k"].shape == (2, hp.num_heads, length,
+                                     hp.key_channels // hp.num_heads)
+    assert layer["self_v"].shape == (2, hp.num_heads, length,
+                                     hp.value_channels // hp.num_heads)
+    memory = sentence_states["decoder"]["layer_0"]
+    assert memory["encdec_k"].shape[:3] == (2, hp.num_heads, INPUTS.shape[1])
+    assert sentence_states["memory_mask"].dtype == tf.bool
 
 
 def test_cached_decoding_in_xla_while_loop_equals_teacher_forcing():
@@ -97,19 +108,21 @@ def test_cached_decoding_in_xla_while_loop_equals_teacher_forcing():
     decoder_inputs = tf.constant(shift_right(TARGETS))
     length = TARGETS.shape[1]
 
+    plan = DecodingPlan()
+
     @tf.function(jit_compile=True)
     def decode(inputs, decoder_inputs):
-        memory, memory_mask = model.encode(inputs)
-        cache = model.initial_decode_cache(memory, memory_mask, length)
+        _, states, sentence_states = model.decoding_state(inputs, length, plan)
         logits = tf.zeros((2, length, VOCAB))
 
-        def body(step, cache, logits):
-            step_logits, cache = model.decode_step(decoder_inputs[:, step], step, cache)
+        def body(step, states, logits):
+            step_logits, states = model.decode_step(decoder_inputs[:, step], step, states,
+                                                    sentence_states, plan)
             update = tf.one_hot(step, length)[None, :, None] * step_logits[:, None, :]
-            return step + 1, cache, logits + update
+            return step + 1, states, logits + update
 
         return tf.while_loop(lambda step, *_: step < length, body,
-                             (tf.constant(0), cache, logits))[2]
+                             (tf.constant(0), states, logits))[2]
 
     np.testing.assert_allclose(decode(tf.constant(INPUTS), decoder_inputs), full, atol=1e-5)
 
@@ -201,17 +214,17 @@ def test_mixed_precision_logits_are_float32():
     model = Transformer(TINY, VOCAB, dtype="mixed_float16")
     logits = model(_features())
     assert logits.dtype == tf.float32 and np.all(np.isfinite(logits))
-    memory, mask = model.encode(INPUTS)
-    step_logits, _ = model.decode_step(tf.zeros([2], tf.int32), 0,
-                                       model.initial_decode_cache(memory, mask, 4))
+    plan = DecodingPlan()
+    _, states, sentence_states = model.decoding_state(INPUTS, 4, plan)
+    step_logits, _ = model.decode_step(tf.zeros([2], tf.int32), 0, states, sentence_states,
+                                       plan)
     assert step_logits.dtype == tf.float32
 
 
 def test_learned_positions_limit_decode_length():
     model = Transformer(VARIANTS["pre_emb_kv"], VOCAB)
-    memory, mask = model.encode(INPUTS)
-    with pytest.raises(ValueError, match="max_length"):
-        model.initial_decode_cache(memory, mask, 17)
+    with pytest.raises(ValueError, match="max_length 17 exceeds the learned"):
+        model.decoding_state(INPUTS, 17, DecodingPlan())
 
 
 # Parameter counts --------------------------------------------------------------------

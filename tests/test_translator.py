@@ -1,18 +1,21 @@
-"""Translator: cached decoding through the real Transformer against an uncached reference,
-length buckets, batching order, truncation, N-best lists."""
+"""Translator: cached decoding through the real Transformer against the reference search
+over the uncached model, the plan it decodes with, length buckets, batching order,
+truncation, N-best lists."""
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import reference_beam_search as reference
 from t2t_lite import registry
 from t2t_lite.data.vocab import EOS_ID
-from t2t_lite.decoding import beam_search, greedy_search
+from t2t_lite.decoding import DecodingPlan
 from t2t_lite.decoding.translator import Translator, bucket_lengths
 from t2t_lite.models.transformer import Transformer
 from t2t_lite.runs.loading import load_trained_model
 
 from run_dir_helpers import tiny_run_dir
+from uncached_model import uncached_logits_fn
 
 VOCAB = 24
 EXTRA = 6
@@ -33,22 +36,6 @@ def trained_run():
     """(model, vocabulary) of the shared tiny run directory (random weights)."""
     _, _, model, vocabulary = load_trained_model(tiny_run_dir())
     return model, vocabulary
-
-
-def uncached_step(model, max_length):
-    """A step function that re-runs the full teacher-forced model on the prefix each step.
-
-    States: {"inputs" [b, s], "prefix" [b, T]}; the prefix holds the tokens chosen so far.
-    """
-
-    def step(ids, i, states):
-        positions = tf.range(max_length)
-        prefix = tf.where((positions == i - 1)[None, :] & (i > 0), ids[:, None],
-                          states["prefix"])
-        logits = model({"inputs": states["inputs"], "targets": prefix}, training=False)
-        return tf.gather(logits, i, axis=1), {"inputs": states["inputs"], "prefix": prefix}
-
-    return step
 
 
 def random_inputs(lengths, width, seed=0):
@@ -73,24 +60,29 @@ def test_cached_translate_ids_equals_uncached_reference(model, beam_size, alpha,
 
     max_length = 8 + EXTRA   # the first bucket (8) + extra_length
     lengths = tf.reduce_sum(tf.cast(inputs > 0, tf.int32), axis=1)
-    step = uncached_step(model, max_length)
-    states = {"inputs": inputs, "prefix": tf.zeros([4, max_length], tf.int32)}
-    start = tf.zeros([4], tf.int32)
-    search = tf.function(lambda: (
-        greedy_search(step, start, lengths + EXTRA, VOCAB, states=states, alpha=alpha,
-                      max_length=max_length) if beam_size == 1 else
-        beam_search(step, start, beam_size, lengths + EXTRA, VOCAB, alpha, states=states,
-                    max_length=max_length)))
-    ref_ids, ref_scores = search()
-    if beam_size == 1:
-        ref_ids, ref_scores = ref_ids[:, None], ref_scores[:, None]
-    np.testing.assert_array_equal(ids[:, :, :max_length].numpy(), ref_ids.numpy())
+    ref_ids, ref_scores = reference.beam_search(uncached_logits_fn(model, inputs),
+                                                lengths.numpy() + EXTRA, beam_size, alpha,
+                                                max_length=max_length)
+    np.testing.assert_array_equal(ids[:, :, :max_length].numpy(), ref_ids)
     assert not np.any(ids[:, :, max_length:].numpy())
-    np.testing.assert_allclose(scores.numpy(), ref_scores.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(scores.numpy(), ref_scores, rtol=1e-4, atol=1e-5)
     # Every hypothesis is EOS-terminated within input length + extra_length.
     for row, length in enumerate(lengths.numpy()):
         best = list(ids[row, 0].numpy())
         assert EOS_ID in best and best.index(EOS_ID) < length + EXTRA
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_the_translator_decides_its_plan_once(model, beam_size, jit_compile):
+    """XLA needs a preallocated cache and a fixed batch; without it the cache grows and
+    beam search drops finished sentences; a float32 model never takes its log-probabilities
+    from the softmax."""
+    translator = Translator(model, vocabulary=_NoVocab(), beam_size=beam_size,
+                            jit_compile=jit_compile)
+    assert translator.plan == DecodingPlan(
+        beam_size, growing_cache=not jit_compile, shrink=not jit_compile and beam_size > 1)
+    assert translator.plan == DecodingPlan.choose(beam_size, jit_compile, "none")
 
 
 def test_bucket_lengths():

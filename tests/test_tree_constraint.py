@@ -11,7 +11,7 @@ import tensorflow as tf
 from t2t_lite import registry
 from t2t_lite.data.problem import get_problem
 from t2t_lite.data.vocab import EOS_ID, load_vocabulary
-from t2t_lite.decoding import beam_search, greedy_search
+from t2t_lite.decoding import DecodingPlan, DecodingState, beam_search, greedy_search
 from t2t_lite.decoding.translator import Translator
 from t2t_lite.models.transformer import Transformer
 from t2t_lite.parsing.constraint import TreeConstraint
@@ -135,7 +135,7 @@ def random_step(seed, max_length=40, peak=None, peak_weight=0.0):
     table = tf.constant(np.random.default_rng(seed).normal(0, 3, [max_length, V, V]),
                         tf.float32)
 
-    def step(ids, i, states):
+    def step(ids, i, states, sentence_states):
         logits = tf.gather(table[i], ids)
         if peak is not None:
             rows = tf.shape(ids)[0]
@@ -161,11 +161,13 @@ def search(kind, step, constrained, beam_size=4, words=WORDS, lengths=LENGTHS, *
                      constraint_state=machine.initial_state(inputs, decode_length))
     start = tf.zeros([len(words)], tf.int32)
     if kind == "greedy":
-        ids, scores = greedy_search(step, start, decode_length, V, eos_id=EOS_ID,
-                                    max_length=40, **extra, **kwargs)
+        ids, scores = greedy_search(step, DecodingState(start), DecodingPlan(),
+                                    decode_length, eos_id=EOS_ID, max_length=40, **extra,
+                                    **kwargs)
         return ids.numpy()[:, None], scores.numpy()[:, None]
-    ids, scores = beam_search(step, start, beam_size, decode_length, V, 0.6, eos_id=EOS_ID,
-                              max_length=40, **extra, **kwargs)
+    ids, scores = beam_search(step, DecodingState(start), DecodingPlan(beam_size),
+                              decode_length, 0.6, eos_id=EOS_ID, max_length=40, **extra,
+                              **kwargs)
     return ids.numpy(), scores.numpy()
 
 
@@ -193,7 +195,8 @@ def test_constrained_search_compiles_with_xla():
 
     @tf.function(jit_compile=True)
     def run(inputs, decode_length):
-        return beam_search(step, tf.zeros([len(WORDS)], tf.int32), 3, decode_length, V, 0.6,
+        return beam_search(step, DecodingState(tf.zeros([len(WORDS)], tf.int32)),
+                           DecodingPlan(3), decode_length, 0.6,
                            eos_id=EOS_ID, max_length=40, constraint=machine,
                            constraint_state=machine.initial_state(inputs, decode_length))
 
@@ -315,11 +318,12 @@ def test_words_in_target_outputs_copy_the_source_into_a_tree(kind, seed):
                    eos_id=EOS_ID, max_length=40)
     start = tf.zeros([len(words)], tf.int32)
     if kind == "greedy":
-        ids, scores = greedy_search(random_step(seed), start, tf.constant(lengths), V, **options)
+        ids, scores = greedy_search(random_step(seed), DecodingState(start), DecodingPlan(),
+                                    tf.constant(lengths), **options)
         ids, scores = ids.numpy()[:, None], scores.numpy()[:, None]
     else:
-        ids, scores = beam_search(random_step(seed), start, 3, tf.constant(lengths), V, 0.6,
-                                  **options)
+        ids, scores = beam_search(random_step(seed), DecodingState(start), DecodingPlan(3),
+                                  tf.constant(lengths), 0.6, **options)
         ids, scores = ids.numpy(), scores.numpy()
     for row, length in enumerate(lengths):
         assert np.isfinite(scores[row, 0])

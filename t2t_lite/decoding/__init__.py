@@ -1,8 +1,10 @@
-"""Decoding: beam search (the paper's), greedy search, and typed decode hyperparameters.
+"""Decoding: beam search (the paper's), greedy search, their shared step interface and
+decoding plan, and typed decode hyperparameters.
 
-Importing this package, ``config`` or ``lines`` does not import TensorFlow: the searches
-(``beam_search``, ``greedy_search``, ``length_penalty``, ``tile_beams``) are loaded on
-first use, so the commands' ``--help`` and the decoder's line handling stay light.
+Importing this package, ``config``, ``lines``, ``plan`` or ``step`` does not import
+TensorFlow: the searches (``beam_search``, ``greedy_search``, ``length_penalty``,
+``tile_beams``) are loaded on first use, so the commands' ``--help`` and the decoder's
+line handling stay light.
 """
 from __future__ import annotations
 
@@ -12,14 +14,17 @@ import types
 from typing import Any
 
 from t2t_lite.decoding.config import DecodeHParams, DecodeHParamsError, parse_decode_hparams
+from t2t_lite.decoding.plan import DecodingPlan
+from t2t_lite.decoding.step import DecodingModel, DecodingState, StepFn, step_function
 
 _LAZY = {"beam_search": "t2t_lite.decoding.beam_search",
          "length_penalty": "t2t_lite.decoding.search_common",
          "tile_beams": "t2t_lite.decoding.search_common",
          "greedy_search": "t2t_lite.decoding.greedy"}
 
-__all__ = ["DecodeHParams", "DecodeHParamsError", "beam_search", "greedy_search",
-           "length_penalty", "parse_decode_hparams", "tile_beams"]
+__all__ = ["DecodeHParams", "DecodeHParamsError", "DecodingModel", "DecodingPlan",
+           "DecodingState", "StepFn", "beam_search", "greedy_search", "length_penalty",
+           "parse_decode_hparams", "step_function", "tile_beams"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,20 +1,22 @@
 """Beam search as the paper decodes (tensor2tensor semantics), model-agnostic, XLA-ready.
 
-Shapes: ``b`` sentences, ``k`` = ``beam_size``, ``V`` = vocabulary, ``T`` = the length of
-the preallocated id buffers (``max_length``, or the largest ``decode_length``).
+Shapes: ``b`` sentences, ``k`` = ``plan.beam_size``, ``V`` = vocabulary (the static last
+dimension of the step's logits), ``T`` = the length of the preallocated id buffers
+(``max_length``, or the largest ``decode_length``).
 
-Each step ``i`` (0-based) feeds the last token of every alive hypothesis (``initial_ids``
-at step 0) to ``symbols_to_logits_fn(ids [b*k], i, states) -> (logits [b*k, V], states)``
-and extends the hypotheses by one token, so a hypothesis has length ``i + 1`` (EOS
-included) after step ``i``. Log-probabilities accumulate; a hypothesis of length ``n``
+Each step ``i`` (0-based) feeds the last token of every alive hypothesis (``start.ids`` at
+step 0) to the step function (``t2t_lite.decoding.step``) and extends the hypotheses by
+one token, so a hypothesis has length ``i + 1`` (EOS included) after step ``i``.
+Log-probabilities (``log_softmax`` of the logits) accumulate; a hypothesis of length ``n``
 scores ``log P / length_penalty(n, alpha)`` with GNMT's ``((5 + n) / 6) ** alpha``. The
-top ``2k`` candidates of the ``k * V`` extensions are taken; those ending in EOS that rank
-among the best ``k`` of them (the hypotheses a plain top-k beam would keep) compete with
-the finished hypotheses for the ``k`` finished slots (ties keep the older one, so the best
-finished hypothesis is never dropped); the ``k`` best candidates not ending in EOS become
-the alive ones. With ``k = 1`` and ``alpha = 0`` this is exactly greedy decoding. At a
-sentence's last position (step ``decode_length - 1``) only EOS may be chosen, so every
-hypothesis is EOS-terminated within ``decode_length`` tokens.
+top ``2k`` candidates of the ``k * V`` extensions are taken (ties to the lower beam, then
+the lower token); those ending in EOS that rank among the best ``k`` of them (the
+hypotheses a plain top-k beam would keep) compete with the finished hypotheses for the
+``k`` finished slots (ties keep the older one, so the best finished hypothesis is never
+dropped); the ``k`` best candidates not ending in EOS become the alive ones. With
+``k = 1`` and ``alpha = 0`` this is exactly greedy decoding. At a sentence's last position
+(step ``decode_length - 1``) only EOS may be chosen, so every hypothesis is EOS-terminated
+within ``decode_length`` tokens.
 
 A sentence is done when it reaches its ``decode_length`` or, with ``stop_early``, when no
 alive hypothesis can beat its best finished one: the best alive log-probability divided by
@@ -22,6 +24,15 @@ the largest length penalty it could still get, ``length_penalty(decode_length, a
 an upper bound on any score it can reach (log-probabilities only fall, and the penalty
 grows with length for ``alpha >= 0``). A done sentence is frozen, so its result does not
 depend on the other sentences of the batch; the loop ends when every sentence is done.
+
+Step 0 runs on one row per sentence (a sentence has one alive hypothesis then, so its
+``k`` rows would compute the same logits) and the states are repeated to the ``k`` beams
+after it; the step function must accept any number of rows per sentence. How the search
+computes (cache layout, dropping finished sentences, log-probabilities from the softmax)
+is the ``DecodingPlan``'s; none of its choices changes the semantics above, but a step's
+float32 products may round differently with the rows they cover, and
+``log_probs_from_softmax`` rounds log-probabilities differently (see ``DecodingPlan``), so
+scores may differ in their last bits between plans.
 
 An optional ``constraint`` (a ``SearchConstraint``, e.g. parsing's ``TreeConstraint``)
 restricts the extensions: each step, tokens it does not allow for a hypothesis get
@@ -35,9 +46,11 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
+from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.search_common import (  # noqa: F401  (re-exported)
-    NEG_INF, SearchConstraint, SymbolsToLogitsFn, check_eos, decode_lengths,
-    length_penalty, loop_shape_invariants, step_log_probs, tile_beams, top_k_last_axis)
+    NEG_INF, SearchConstraint, decode_lengths, length_penalty, loop_shape_invariants,
+    step_log_probs, tile_beams, top_k_last_axis, vocab_size_of)
+from t2t_lite.decoding.step import DecodingState, StepFn
 
 
 class Beams(NamedTuple):
@@ -82,73 +95,37 @@ class Candidates(NamedTuple):
     seq: tf.Tensor
 
 
-def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
-                initial_ids,
-                beam_size: int,
+def beam_search(step_fn: StepFn,
+                start: DecodingState,
+                plan: DecodingPlan,
                 decode_length,
-                vocab_size: int,
                 alpha: float,
-                states: Any = None,
                 eos_id: int = 1,
                 stop_early: bool = True,
                 max_length: Optional[int] = None,
                 constraint: Optional[SearchConstraint] = None,
-                constraint_state: Any = None,
-                growing_states: bool = False,
-                sentence_states: Any = None,
-                shrink: bool = False,
-                expand_after_first_step: bool = False,
-                log_probs_from_softmax: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
+                constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
     """Beam search over ``b`` sentences; returns every sentence's ``k`` hypotheses, best first.
 
     Args:
-      symbols_to_logits_fn: ``(ids int32 [b*k], step int32 [], states) -> (logits
-        [b*k, V], states)``, e.g. ``Transformer.decode_step``. Rows ``s*k .. s*k + k-1``
-        are sentence ``s``'s hypotheses.
-      initial_ids: int32 [b], the id fed at step 0 (the start id).
-      beam_size: ``k``, hypotheses kept per sentence.
+      step_fn: ``(ids [n], step, states, sentence_states) -> (logits [n, V], states)``
+        (``t2t_lite.decoding.step``), e.g. ``step_function(model, plan)``; ``n`` is ``b``
+        at step 0 and ``b*k`` after (fewer sentences with ``plan.shrink``).
+      start: the ids fed at step 0 (int32 [b]), the per-hypothesis ``states`` (repeated
+        to the beams after step 0 and reordered each step to follow the surviving
+        hypotheses) and the per-sentence ``sentence_states`` (neither repeated nor
+        reordered), e.g. ``model.decoding_state(inputs, T, plan)``.
+      plan: ``k`` = ``plan.beam_size`` and how to compute (``DecodingPlan``).
       decode_length: int32 [b] (or a scalar for all), the most output tokens per sentence,
         EOS included; usually input length + ``extra_length``. Clipped to [1, T].
-      vocab_size: ``V``.
       alpha: length-penalty exponent, >= 0 (0 = plain log-probability).
-      states: nested structure (dict) of tensors with leading dim b, or None; tiled to
-        b*k and reordered each step to follow the surviving hypotheses.
       eos_id: the end-of-sentence id.
       stop_early: stop a sentence once no alive hypothesis can beat its best finished one;
         False decodes every sentence to its ``decode_length`` (exact N-best lists).
       max_length: ``T``, the static length of the id buffers (required under XLA when
         ``decode_length`` is not a constant); default: max(decode_length).
       constraint: restricts each step's tokens (see the module doc); None = no restriction.
-      constraint_state: its initial state, tensors with leading dim b (tiled to b*k).
-      growing_states: False: every state keeps its shape across steps (preallocated
-        caches, as XLA needs); True: every state of rank >= 2 may grow along its
-        middle axes (``loop_shape_invariants``; the Transformer's growing self-attention
-        cache [b, h, step, d], ``initial_decode_cache(..., 0)``).
-      sentence_states: None, or tensors with leading dim b that belong to a sentence, not
-        a hypothesis (e.g. the encoder-decoder keys/values): neither tiled nor reordered,
-        passed as a fourth argument, ``symbols_to_logits_fn(ids, step, states,
-        sentence_states)``, and returned unchanged by it.
-      shrink: take done sentences out of the computation (once an eighth of the batch is
-        done, their results are set aside and every state, sentence state and beam tensor
-        keeps only the others), so the step's matmuls cover only sentences still being
-        decoded. Changes no result; the batch dimension becomes dynamic, so not for XLA.
-      expand_after_first_step: run step 0 on one row per sentence (``ids`` [b], ``states``
-        as given, [b, ...]) and tile the states to the ``k`` beams after it, as
-        CTranslate2 does: at step 0 a sentence has one alive hypothesis, so its ``k`` rows
-        would compute the same logits. ``symbols_to_logits_fn`` must then accept any
-        number of rows per sentence (``Transformer.sentence_decode_step`` does). Changes no
-        result when a sentence's step-0 logits do not depend on how many rows the batch
-        holds (exactly so with int8 weights; float32 products may round differently).
-      log_probs_from_softmax: take each hypothesis's ``2k + 1`` best tokens from the
-        step's softmax (one fused oneDNN op where oneDNN's ops are on) and the log of
-        those alone, instead of ``log_softmax`` over all [b*k, V] (fewer passes over the
-        logits: ``scripts/bench_search_flag.py --option=log_probs_from_softmax``; the
-        int8 decoder uses it). The log of a softmax rounds differently
-        from ``log_softmax``: scores differ in their last float32 bits and two
-        extensions a few ulps apart may swap, so the search is no longer bit-identical
-        to the reference. Steps where a sentence is at its last position, where the kept
-        tokens cannot prove the ranking (``_top_candidates``), or with a ``constraint``
-        take ``log_softmax``.
+      constraint_state: its initial state, tensors with leading dim b.
 
     Returns:
       ids: int32 [b, k, T], without the initial id, EOS-terminated, 0 after EOS.
@@ -156,27 +133,27 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
         finished hypothesis scores -inf (ids all 0); a sentence with no finished hypothesis
         at all returns its alive hypotheses instead (not EOS-terminated).
     """
-    _check_arguments(beam_size, vocab_size, alpha, eos_id)
+    k = plan.beam_size
+    _check_arguments(alpha)
+    initial_ids, states, sentence_states = start
     states = {} if states is None else states
+    sentence_states = {} if sentence_states is None else sentence_states
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     batch = tf.shape(initial_ids)[0]
     decode_length, max_length = decode_lengths(decode_length, batch, max_length)
-    k = beam_size
-    with_sentence_states = sentence_states is not None
-    from_softmax = (log_probs_from_softmax and constraint is None
-                    and 2 * k + 1 < vocab_size)
+    shrink = plan.shrink
 
-    def step(i, beams: Beams, states, constraint_state, sentence_states, active, out,
-             decode_length, untiled=False):
+    def step(i, beams: Beams, states, constraint_state, shrinking_sentence_states, active,
+             out, decode_length, untiled=False):
         # Every tensor here covers the a sentences still in the batch (a = b unless
-        # ``shrink``); ``active`` int32 [a] are their indices in the caller's batch.
-        # ``untiled``: step 0 of ``expand_after_first_step``, one row per sentence.
+        # ``shrink``); ``active`` int32 [a] are their indices in the caller's batch. The
+        # sentence states are a loop variable only when they shrink.
+        # ``untiled``: step 0, one row per sentence.
         rows = tf.shape(beams.done)[0]
         ids = tf.reshape(beams.alive_last[:, :1] if untiled else beams.alive_last, [-1])
-        if with_sentence_states:
-            logits, states = symbols_to_logits_fn(ids, i, states, sentence_states)
-        else:
-            logits, states = symbols_to_logits_fn(ids, i, states)
+        current_sentence_states = shrinking_sentence_states if shrink else sentence_states
+        logits, states = step_fn(ids, i, states, current_sentence_states)
+        vocab_size = vocab_size_of(logits, eos_id)
         row_decode_length = decode_length if untiled else tf.repeat(decode_length, k)
 
         def all_log_probs():                                              # [a, k, V]
@@ -186,7 +163,7 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                 log_probs = tf.repeat(log_probs, k, axis=0)
             return tf.reshape(log_probs, [rows, k, vocab_size])
 
-        if from_softmax:
+        if plan.log_probs_from_softmax and constraint is None and 2 * k + 1 < vocab_size:
             candidates = _softmax_candidates(logits, all_log_probs, beams, i, alpha,
                                              tf.reduce_any(i + 1 >= decode_length), untiled)
         else:
@@ -199,31 +176,25 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
             done |= _cannot_improve(beams, length_penalty(decode_length, alpha))
         beams = beams._replace(done=done)
         if shrink:
-            (beams, origin, tokens, sentence_states, active, out,
-             decode_length) = _drop_done(beams, origin, tokens, sentence_states, active, out,
-                                         decode_length, k)
+            (beams, origin, tokens, shrinking_sentence_states, active, out,
+             decode_length) = _drop_done(beams, origin, tokens, shrinking_sentence_states,
+                                         active, out, decode_length, k)
         if untiled:   # row s*k + j of the tiled batch is row s of the untiled one
             origin = origin // k
         states, constraint_state = _reorder(states, constraint_state, origin, constraint,
                                             tokens)
-        return (i + 1, beams, states, constraint_state, sentence_states, active, out,
-                decode_length)
+        return (i + 1, beams, states, constraint_state, shrinking_sentence_states, active,
+                out, decode_length)
 
     def not_done(i, beams, *rest):
         return (i < max_length) & ~tf.reduce_all(beams.done)
 
     initial = _initial_beams(initial_ids, k, max_length)
     constraint_state = {} if constraint is None else constraint_state
-    sentence_states = sentence_states if with_sentence_states else {}
-    if expand_after_first_step:
-        loop_vars = step(tf.constant(0, tf.int32), initial, states, constraint_state,
-                         sentence_states, tf.range(batch, dtype=tf.int32), initial,
-                         decode_length, untiled=True)
-    else:
-        loop_vars = (tf.constant(0, tf.int32), initial, tile_beams(states, k),
-                     tile_beams(constraint_state, k), sentence_states,
-                     tf.range(batch, dtype=tf.int32), initial, decode_length)
-    invariants = loop_shape_invariants(loop_vars, (2,) if growing_states else ())
+    loop_vars = step(tf.constant(0, tf.int32), initial, states, constraint_state,
+                     sentence_states if shrink else {}, tf.range(batch, dtype=tf.int32),
+                     initial, decode_length, untiled=True)
+    invariants = loop_shape_invariants(loop_vars, (2,) if plan.growing_cache else ())
     if shrink:   # the batch dimension of everything but ``out`` shrinks
         invariants = tuple(
             invariant if index in (0, 6) else
@@ -235,14 +206,6 @@ def beam_search(symbols_to_logits_fn: SymbolsToLogitsFn,
     if shrink:
         beams = _scatter_beams(out, active, beams)
     return _results(beams, alpha)
-
-
-def log_probs_from_softmax_by_default(quantized: bool, jit_compile: bool) -> bool:
-    """The decoder's ``log_probs_from_softmax``: on for int8 models searched without XLA
-    (where ``python scripts/bench_search_flag.py --option=log_probs_from_softmax
-    --quantize=int8`` measured it), off otherwise, so that float32 decoding stays
-    bit-identical to the reference search."""
-    return quantized and not jit_compile
 
 
 def _drop_done(beams: Beams, origin, tokens, sentence_states, active, out, decode_length,
@@ -325,7 +288,7 @@ def _softmax_candidates(logits, all_log_probs: Callable[[], tf.Tensor], beams: B
     """``_top_candidates`` with each hypothesis's ``2k + 1`` best tokens taken from the
     softmax of ``logits`` [b*k, V] (or [b, V] when ``untiled``: step 0 on one row per
     sentence) and their log-probabilities as the log of those probabilities
-    (``beam_search``'s ``log_probs_from_softmax``). Falls back to ``_all_candidates`` on
+    (``DecodingPlan.log_probs_from_softmax``). Falls back to ``_all_candidates`` on
     ``all_log_probs()`` [b, k, V] (run only then) where the kept tokens cannot prove the
     ranking or ``at_last_position`` (bool scalar: a sentence may only emit EOS now)."""
     k = beams.alive_log_probs.shape[1]
@@ -485,12 +448,7 @@ def _results(beams: Beams, alpha: float) -> Tuple[tf.Tensor, tf.Tensor]:
     return ids, scores
 
 
-def _check_arguments(beam_size: int, vocab_size: int, alpha: float, eos_id: int) -> None:
-    if not isinstance(beam_size, int) or beam_size < 1:
-        raise ValueError(f"beam_size must be a positive int, got {beam_size!r}")
-    if not isinstance(vocab_size, int) or vocab_size < 1:
-        raise ValueError(f"vocab_size must be a positive int, got {vocab_size!r}")
-    check_eos(eos_id, vocab_size)
+def _check_arguments(alpha: float) -> None:
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0 (the early-termination bound assumes the "
                          f"length penalty grows with length), got {alpha}")

@@ -1,11 +1,12 @@
-"""Greedy (argmax) decoding with the same step API and length rules as ``beam_search``.
+"""Greedy (argmax) decoding with the same step interface and length rules as
+``beam_search``.
 
-Each step feeds the last chosen token (``initial_ids`` at step 0) to
-``symbols_to_logits_fn(ids [b], step, states) -> (logits [b, V], states)`` and appends the
-most probable token; a sentence ends at EOS, and at its last position
-(``decode_length - 1``) EOS is the only choice. ``beam_search`` with ``beam_size=1`` and
-``alpha=0`` returns the same ids and scores, with or without a ``constraint`` (tokens it
-forbids are never chosen; see ``beam_search``).
+Each step feeds every sentence's last chosen token (``start.ids`` at step 0) to the step
+function (``t2t_lite.decoding.step``; one row per sentence) and appends the most probable
+token; a sentence ends at EOS, and at its last position (``decode_length - 1``) EOS is the
+only choice. ``beam_search`` with ``beam_size=1`` and ``alpha=0`` returns the same ids and
+scores, with or without a ``constraint`` (tokens it forbids are never chosen; see
+``beam_search``).
 """
 from __future__ import annotations
 
@@ -13,46 +14,49 @@ from typing import Any, Optional, Tuple
 
 import tensorflow as tf
 
-from t2t_lite.decoding.search_common import (SearchConstraint, SymbolsToLogitsFn, check_eos,
-                                             decode_lengths, length_penalty,
-                                             loop_shape_invariants, step_log_probs)
+from t2t_lite.decoding.plan import DecodingPlan
+from t2t_lite.decoding.search_common import (SearchConstraint, decode_lengths,
+                                             length_penalty, loop_shape_invariants,
+                                             step_log_probs, vocab_size_of)
+from t2t_lite.decoding.step import DecodingState, StepFn
 
 
-def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
-                  initial_ids,
+def greedy_search(step_fn: StepFn,
+                  start: DecodingState,
+                  plan: DecodingPlan,
                   decode_length,
-                  vocab_size: int,
-                  states: Any = None,
-                  eos_id: int = 1,
                   alpha: float = 0.0,
+                  eos_id: int = 1,
                   max_length: Optional[int] = None,
                   constraint: Optional[SearchConstraint] = None,
-                  constraint_state: Any = None,
-                  growing_states: bool = False) -> Tuple[tf.Tensor, tf.Tensor]:
+                  constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
     """Argmax decoding of ``b`` sentences.
 
     Args:
-      symbols_to_logits_fn: ``(ids int32 [b], step int32 [], states) -> (logits [b, V],
-        states)``.
-      initial_ids: int32 [b], the id fed at step 0.
+      step_fn: ``(ids [b], step, states, sentence_states) -> (logits [b, V], states)``
+        (``t2t_lite.decoding.step``).
+      start: the ids fed at step 0 (int32 [b]), the per-hypothesis ``states`` and the
+        per-sentence ``sentence_states`` (both [b, ...], or None).
+      plan: ``plan.beam_size`` must be 1; ``plan.growing_cache`` says whether states of
+        rank >= 2 may grow along their middle axes; ``shrink`` and
+        ``log_probs_from_softmax`` are beam search's and must be off.
       decode_length: int32 [b] (or a scalar), the most output tokens, EOS included.
-      vocab_size: ``V``.
-      states: nested structure of tensors with leading dim b, or None.
-      eos_id: the end-of-sentence id.
       alpha: length-penalty exponent for the returned score (the choice ignores it).
+      eos_id: the end-of-sentence id.
       max_length: ``T``, the static length of the id buffer; default max(decode_length).
       constraint: restricts each step's tokens; None = no restriction.
       constraint_state: its initial state, tensors with leading dim b.
-      growing_states: False: every state keeps its shape; True: every state of rank >= 2
-        may grow along its middle axes (``loop_shape_invariants``; the Transformer's
-        growing self-attention cache [b, h, step, d]).
 
     Returns:
       ids: int32 [b, T], without the initial id, EOS-terminated, 0 after EOS.
       scores: float32 [b], log P / length_penalty(length, alpha).
     """
-    check_eos(eos_id, vocab_size)
+    if plan.beam_size != 1 or plan.shrink or plan.log_probs_from_softmax:
+        raise ValueError(f"greedy_search needs a plan with beam_size 1, no shrink and no "
+                         f"log_probs_from_softmax, got {plan}")
+    initial_ids, states, sentence_states = start
     states = {} if states is None else states
+    sentence_states = {} if sentence_states is None else sentence_states
     initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
     batch = tf.shape(initial_ids)[0]
     decode_length, max_length = decode_lengths(decode_length, batch, max_length)
@@ -60,7 +64,8 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
 
     def step(i, ids, last, log_prob, steps, done, states, constraint_state):
         # ids [b,T], last [b], log_prob [b], steps [b], done [b] bool.
-        logits, states = symbols_to_logits_fn(last, i, states)
+        logits, states = step_fn(last, i, states, sentence_states)
+        vocab_size_of(logits, eos_id)
         log_probs = step_log_probs(logits, i, decode_length, eos_id, constraint,
                                    constraint_state)                      # [b,V]
         token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
@@ -83,5 +88,5 @@ def greedy_search(symbols_to_logits_fn: SymbolsToLogitsFn,
                  {} if constraint is None else constraint_state)
     _, ids, _, log_prob, steps, _, _, _ = tf.while_loop(
         not_done, step, loop_vars,
-        shape_invariants=loop_shape_invariants(loop_vars, (6,) if growing_states else ()))
+        shape_invariants=loop_shape_invariants(loop_vars, (6,) if plan.growing_cache else ()))
     return ids, log_prob / length_penalty(steps, alpha)

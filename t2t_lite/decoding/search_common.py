@@ -1,12 +1,13 @@
-"""What beam and greedy search share: the step-function and constraint protocols, the
-length penalty, the log-probability floor, length clipping and the loop's shape invariants.
+"""What beam and greedy search share: the constraint protocol, the length penalty, the
+log-probability floor, length clipping and the loop's shape invariants (the step
+function's interface is ``t2t_lite.decoding.step``).
 
 Shapes: ``b`` sentences, ``n`` rows fed to the step function (``b`` for greedy search,
 ``b * k`` for beam search), ``V`` the vocabulary, ``T`` the id buffers' length.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Protocol, Tuple
+from typing import Any, Optional, Protocol, Tuple
 
 import tensorflow as tf
 
@@ -14,9 +15,6 @@ import tensorflow as tf
 # that sums never produce NaN; a log-probability below NEG_INF / 2 marks a hypothesis
 # that does not exist.
 NEG_INF = -1e9
-
-# ``(ids int32 [n], step int32 [], states) -> (logits [n, V], states)``.
-SymbolsToLogitsFn = Callable[[tf.Tensor, tf.Tensor, Any], Tuple[tf.Tensor, Any]]
 
 
 class SearchConstraint(Protocol):
@@ -131,6 +129,17 @@ def check_eos(eos_id: int, vocab_size: int) -> None:
         raise ValueError(f"eos_id {eos_id} is outside the vocabulary [0, {vocab_size})")
 
 
+def vocab_size_of(logits, eos_id: int) -> int:
+    """``V``, the static last dimension of a step's ``logits`` [n, V], which must hold
+    ``eos_id``."""
+    vocab_size = logits.shape[-1]
+    if vocab_size is None:
+        raise ValueError("the step function's logits need a static last dimension (the "
+                         f"vocabulary size), got shape {logits.shape}")
+    check_eos(eos_id, vocab_size)
+    return int(vocab_size)
+
+
 def chunk_size(vocab_size: int, k: int) -> int:
     """The chunk length ``top_k_last_axis`` uses for rows of ``vocab_size``: the divisor of
     ``vocab_size`` (at least 8, with more than ``k`` chunks) nearest ``sqrt(vocab_size /
@@ -145,8 +154,8 @@ def top_k_last_axis(x, k: int) -> Tuple[tf.Tensor, tf.Tensor]:
     """Exactly ``tf.math.top_k(x, k)`` (values and int32 indices [..., k], best first, ties
     to the lower index) for x float32 [..., V] with a static V, in about one pass over x.
 
-    TensorFlow's CPU ``top_k`` costs ~25x a ``reduce_max`` over the same [128, 37,000]
-    logits. Here the last axis is cut into chunks of ``c`` (``chunk_size``); the ``k`` chunks
+    The full sort runs over ``k * c`` values instead of ``V``: the last axis is cut into
+    chunks of ``c`` (``chunk_size``), reduced to their maxima in one pass; the ``k`` chunks
     with the largest maxima (ties: lower chunk) hold the ``k`` best values, since any other
     chunk has ``k`` chunks whose maxima rank ahead of all its values. Those chunks, in index
     order, go to a ``top_k`` over ``k * c`` values, which breaks ties as one over ``V``.

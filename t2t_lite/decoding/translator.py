@@ -21,7 +21,6 @@ to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import math
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -30,10 +29,12 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
-from t2t_lite.decoding.beam_search import beam_search, log_probs_from_softmax_by_default
+from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
+from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.search_common import SearchConstraint
+from t2t_lite.decoding.step import DecodingState, step_function
 from t2t_lite.errors import UserError
 from t2t_lite.layers.int8 import quantization_of
 
@@ -65,11 +66,12 @@ def bucket_lengths(max_input_length: int) -> Tuple[int, ...]:
 
 
 class Translator:
-    """Batch translation with a model that has ``encode``/``initial_decode_cache``/``decode_step``.
+    """Batch translation with a model that implements the step interface.
 
     Args:
-      model: e.g. ``Transformer`` (its ``hparams.max_length`` and ``hparams.pos`` bound the
-        lengths), with its variables restored.
+      model: a ``DecodingModel`` (``decoding_state``, ``decode_step``, ``vocab_size``), e.g.
+        ``Transformer``, with ``hparams.max_length`` and ``hparams.pos`` (they bound the
+        lengths) and its variables restored.
       vocabulary: the run's shared ``Vocabulary``.
       beam_size: hypotheses per sentence; 1 = greedy search.
       alpha: GNMT length-penalty exponent.
@@ -82,6 +84,11 @@ class Translator:
       batch_size: source tokens (padded) per batch.
       constraint: restricts the search (``initial_state(inputs [b, L], decode_length [b])``,
         ``allowed``, ``update``); None = unconstrained.
+
+    Attributes:
+      plan: the ``DecodingPlan`` of every search, decided here once from ``beam_size``,
+        ``jit_compile`` and the model's quantization (so quantize the model before building
+        its Translator).
     """
 
     def __init__(self, model, vocabulary: Vocabulary, beam_size: int = 4, alpha: float = 0.6,
@@ -109,6 +116,8 @@ class Translator:
             self.max_input_length = min(self.max_input_length, self._max_positions)
         self.buckets = bucket_lengths(self.max_input_length)
         self.vocab_size = int(model.vocab_size)
+        self.plan = DecodingPlan.choose(self.beam_size, self.jit_compile,
+                                        quantization_of(model))
         self._search_fn = tf.function(self._search, jit_compile=self.jit_compile)
         self._bucket_fns: Dict[Optional[int], Callable] = {}
         self._detokenize_fn = tf.function(
@@ -161,40 +170,19 @@ class Translator:
         max_length = self.output_length(length)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
         decode_length = tf.minimum(source_lengths + self.extra_length, max_length)
-        memory, memory_mask = self.model.encode(inputs, training=False)
-        # XLA needs the preallocated fixed-shape cache; without it a growing cache costs
-        # O(step) per step instead of O(max_length) (writes, attention, beam reorders).
-        growing = not self.jit_compile
-        cache = self.model.initial_decode_cache(memory, memory_mask,
-                                                0 if growing else max_length)
-        step_fn = functools.partial(self.model.decode_step, growing=growing)
-        constants = None
-        if hasattr(self.model, "split_memory_cache"):
-            # Encoder-decoder keys/values once per sentence, not tiled to the beams.
-            cache, constants = self.model.split_memory_cache(cache)
-            step_fn = self.model.beam_decode_step(constants, self.beam_size, growing=growing)
-        start = tf.zeros_like(source_lengths)  # the start symbol is the pad id
-        options = dict(states=cache, eos_id=EOS_ID, max_length=max_length,
-                       growing_states=growing)
+        start = DecodingState(*self.model.decoding_state(inputs, max_length, self.plan))
+        step_fn = step_function(self.model, self.plan)
+        options = dict(max_length=max_length, eos_id=EOS_ID)
         if self.constraint is not None:
             options.update(constraint=self.constraint,
                            constraint_state=self.constraint.initial_state(inputs,
                                                                           decode_length))
-        if self.beam_size == 1:
-            ids, scores = greedy_search(step_fn, start, decode_length, self.vocab_size,
-                                        alpha=self.alpha, **options)
+        if self.plan.beam_size == 1:
+            ids, scores = greedy_search(step_fn, start, self.plan, decode_length, self.alpha,
+                                        **options)
             return ids[:, None, :], scores[:, None]
-        if constants is not None and growing:
-            # Without XLA, finished sentences leave the batch (beam_search's shrink).
-            step_fn = self.model.sentence_decode_step(self.beam_size, growing=growing)
-            options.update(sentence_states=constants, shrink=True)
-        # Step 0 on one row per sentence (its beams are identical then), as CTranslate2.
-        from_softmax = log_probs_from_softmax_by_default(
-            quantization_of(self.model) == "int8", self.jit_compile)
-        return beam_search(step_fn, start, self.beam_size, decode_length, self.vocab_size,
-                           self.alpha, stop_early=not self.return_beams,
-                           expand_after_first_step=True,
-                           log_probs_from_softmax=from_softmax, **options)
+        return beam_search(step_fn, start, self.plan, decode_length, self.alpha,
+                           stop_early=not self.return_beams, **options)
 
     def _bucket_fn(self, length: int) -> Callable:
         """The search for inputs [None, length], traced on first use: once per bucket

@@ -311,8 +311,8 @@ class MultiHeadAttention(QuantizableLayer, keras.layers.Layer):
 
         With ``beam_size`` > 1, keys, values and mask stay per sentence ([b, ...]) while
         ``x`` holds n hypotheses per sentence ([b*n, q, d_in], sentence-major; n is read
-        from the shapes, so a beam search's first step may feed one row per sentence,
-        ``beam_search(..., expand_after_first_step=True)``): the queries of a sentence's
+        from the shapes, so a beam search's first step may feed one row per sentence):
+        the queries of a sentence's
         n hypotheses are attended together (as [b, n*q]), so memory keys/values are
         neither tiled to every beam nor reordered each step."""
         q = self.project_query(x)

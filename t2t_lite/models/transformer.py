@@ -6,19 +6,26 @@ vocabulary contract). ``inputs`` [b, s] int32 0-padded, ending with EOS; ``targe
 shifted right by one with 0 as the start symbol; the padding id (and so the start
 symbol) embeds to zeros, as in tensor2tensor.
 
-API (d = hidden_size, h heads, V vocabulary, L = max_decode_length):
+API (d = hidden_size, h heads, V vocabulary, L = the self-attention cache length):
 
 * ``call({"inputs", "targets"}, training=False)`` -> float32 logits [b, t, V].
 * ``attention_weights(features)`` -> {"encoder_self": [[b, h, s, s]] * N,
   "decoder_self": [[b, h, t, t]] * N, "encdec": [[b, h, t, s]] * N} (teacher forced).
 * ``encode(inputs, training=False)`` -> (memory [b, s, d], memory_mask bool [b, s]).
-* ``initial_decode_cache(memory, memory_mask, L)`` -> nested dict, every tensor with
-  leading dim b: {"decoder": {"layer_i": {"self_k" [b, h, L, d_k], "self_v" [b, h, L, d_v],
-  "encdec_k" [b, h, s, d_k], "encdec_v" [b, h, s, d_v]}}, "memory_mask" [b, s]};
-  L = 0 gives self-attention caches that grow by one position per step.
-* ``decode_step(ids [b], step, cache)`` -> (float32 logits [b, V], new cache); ``ids``
-  is the decoder input at position ``step`` (0, the start symbol, at step 0). Usable in
-  ``tf.while_loop`` under ``tf.function(jit_compile=True)``.
+* Incremental decoding, the searches' step interface (``t2t_lite.decoding.step``, which
+  this model implements without importing it; ``plan`` a ``t2t_lite.decoding.DecodingPlan``,
+  of which the model reads ``beam_size`` = k and ``growing_cache``):
+  ``decoding_state(inputs, L, plan)`` -> (ids, states, sentence_states), the fields of a
+  ``DecodingState``: ids int32 [b] zeros (the start symbol); states {"decoder":
+  {"layer_i": {"self_k" [b, h, L, d_k], "self_v" [b, h, L, d_v]}}} (preallocated to L, or
+  [b, h, 0, d] growing by a position per step with ``plan.growing_cache``);
+  sentence_states {"memory_mask" [b, s], "decoder": {"layer_i": {"encdec_k"
+  [b, h, s, d_k], "encdec_v" [b, h, s, d_v]}}}, computed once per sentence.
+  ``decode_step(ids [n], step, states, sentence_states, plan)`` -> (float32 logits [n, V],
+  new states); ``ids`` is the decoder input at position ``step`` of each of the n rows,
+  which hold n / b hypotheses of each sentence (sentence-major; any number with k > 1,
+  exactly one with k = 1). Usable in ``tf.while_loop`` under
+  ``tf.function(jit_compile=True)`` with a preallocated cache.
 """
 from __future__ import annotations
 
@@ -143,83 +150,55 @@ class Transformer(keras.Model):
         """Teacher-forced attention weights (training=False), one [b, h, q, k] per layer."""
         return self._forward(features, False, True)[1]
 
-    # Incremental decoding --------------------------------------------------------
-    def initial_decode_cache(self, memory, memory_mask, max_decode_length: int) -> Dict:
-        """The cache for ``decode_step``; every tensor has leading dim b.
+    # Incremental decoding: the searches' step interface (t2t_lite.decoding.step) ----
+    def decoding_state(self, inputs, max_length, plan) -> Tuple[tf.Tensor, Dict, Dict]:
+        """inputs [b, s] int (0-padded) -> (ids [b], states, sentence_states) before the
+        first step (a ``DecodingState``'s fields; shapes in the module doc).
 
-        ``max_decode_length`` L > 0 preallocates L self-attention positions per layer
-        (fixed shapes, for XLA; decode with ``growing=False``); 0 starts empty
-        self-attention caches that grow by one position per step (cheaper without XLA;
-        decode with ``growing=True``)."""
-        max_decode_length = int(max_decode_length)
-        if self.hparams.pos == "emb" and max_decode_length > self.hparams.max_length:
-            raise ValueError(f"max_decode_length {max_decode_length} exceeds the learned "
-                             f"positional embedding's max_length {self.hparams.max_length}")
-        return {"decoder": self.decoder.initial_cache(memory, max_decode_length),
-                "memory_mask": ops.cast(memory_mask, "bool")}
+        ``max_length`` (L, a Python int) preallocates L self-attention positions per layer
+        (fixed shapes, for XLA); with ``plan.growing_cache`` the self-attention caches start
+        empty and grow by one position per step (``max_length`` is then unused and may be a
+        tensor). The encoder-decoder keys/values and the memory mask are per-sentence
+        states: computed once, never tiled to the beams nor reordered."""
+        memory, memory_mask = self.encode(inputs, training=False)
+        cache_length = 0 if plan.growing_cache else int(max_length)
+        if self.hparams.pos == "emb" and cache_length > self.hparams.max_length:
+            raise ValueError(f"max_length {cache_length} exceeds the learned positional "
+                             f"embedding's max_length {self.hparams.max_length}")
+        cache = self.decoder.initial_cache(memory, cache_length)
+        states = {"decoder": {name: {"self_k": layer["self_k"], "self_v": layer["self_v"]}
+                              for name, layer in cache.items()}}
+        sentence_states = {"memory_mask": ops.cast(memory_mask, "bool"),
+                           "decoder": {name: {"encdec_k": layer["encdec_k"],
+                                              "encdec_v": layer["encdec_v"]}
+                                       for name, layer in cache.items()}}
+        start = ops.zeros((ops.shape(inputs)[0],), "int32")   # the start symbol, PAD_ID
+        return start, states, sentence_states
 
-    def decode_step(self, ids, step, cache: Dict, beam_size: int = 1, growing: bool = False
+    def decode_step(self, ids, step, states: Dict, sentence_states: Dict, plan
                     ) -> Tuple[tf.Tensor, Dict]:
-        """ids [b] int (decoder input at ``step``), step int32 scalar ->
-        (float32 logits [b, V] for the next token, new cache).
+        """ids [n] int (decoder input at ``step``), step int32 scalar, the states and
+        sentence states of ``decoding_state`` -> (float32 logits [n, V] for the next
+        token, new states).
 
-        ``growing`` says which cache ``initial_decode_cache`` made: False, preallocated
-        (self-attention keys/values [b, h, L, d] written at ``step``); True, growing
-        ([b, h, step, d] in, [b, h, step + 1, d] out).
-
-        With ``beam_size`` n > 1, ``ids`` and the self-attention caches hold n hypotheses
-        per sentence (sentence-major, [b*n, ...]) while ``memory_mask`` and the
-        encoder-decoder ``encdec_k``/``encdec_v`` stay [b, ...]: computed once per
-        sentence, never tiled to the beams nor reordered (``split_memory_cache``,
-        ``beam_decode_step``)."""
+        The self-attention caches are written at ``step`` (preallocated, [n, h, L, d]) or
+        appended to ([n, h, step, d] in, [n, h, step + 1, d] out, ``plan.growing_cache``).
+        With ``plan.beam_size`` k > 1 the n rows hold n / b' hypotheses of each of the b'
+        sentences of ``sentence_states`` (sentence-major), whose queries attend to their
+        sentence's memory together."""
         ids = ops.cast(ids, "int32")[:, None]
         step = ops.cast(step, "int32")
         x = self._embed(ids, self.target_positions, ops.reshape(step, (1,)), False)
-        memory_mask = cache["memory_mask"][:, None, None, :]
-        y, decoder_cache = self.decoder.step(x, step, cache["decoder"], memory_mask,
-                                             beam_size=beam_size, growing=growing)
+        memory_mask = sentence_states["memory_mask"][:, None, None, :]
+        cache = {name: {**layer, **sentence_states["decoder"][name]}
+                 for name, layer in states["decoder"].items()}
+        y, new_cache = self.decoder.step(x, step, cache, memory_mask,
+                                         beam_size=plan.beam_size,
+                                         growing=plan.growing_cache)
         logits = self.embedding.logits(y)[:, 0, :]
-        return logits, {"decoder": decoder_cache, "memory_mask": cache["memory_mask"]}
-
-    @staticmethod
-    def split_memory_cache(cache: Dict) -> Tuple[Dict, Dict]:
-        """An ``initial_decode_cache`` -> (search states, per-sentence constants): the
-        states hold only the self-attention caches (``self_k``/``self_v`` [b, h, L, d],
-        tiled to the beams and reordered each step by beam search); the constants hold
-        ``memory_mask`` [b, s] and every layer's ``encdec_k``/``encdec_v`` [b, h, s, d],
-        to be captured by the step function (``beam_decode_step``) rather than carried as
-        loop states."""
-        states = {"decoder": {}}
-        constants = {"memory_mask": cache["memory_mask"], "decoder": {}}
-        for name, layer in cache["decoder"].items():
-            states["decoder"][name] = {"self_k": layer["self_k"], "self_v": layer["self_v"]}
-            constants["decoder"][name] = {"encdec_k": layer["encdec_k"],
-                                          "encdec_v": layer["encdec_v"]}
-        return states, constants
-
-    def beam_decode_step(self, constants: Dict, beam_size: int, growing: bool = False):
-        """``symbols_to_logits_fn(ids [b*n], step, states) -> (logits [b*n, V], states)``
-        for ``beam_search`` (n = ``beam_size``) or ``greedy_search`` (n = 1) over the states
-        of ``split_memory_cache``, reading the per-sentence ``constants``; ``growing`` as
-        ``decode_step`` (pass the search ``growing_states=growing`` too)."""
-        step_fn = self.sentence_decode_step(beam_size, growing)
-        return lambda ids, step, states: step_fn(ids, step, states, constants)
-
-    def sentence_decode_step(self, beam_size: int, growing: bool = False):
-        """``(ids [b*n], step, states, constants) -> (logits [b*n, V], states)``: as
-        ``beam_decode_step``, with the per-sentence ``constants`` of ``split_memory_cache``
-        ([b, ...]) passed in, for ``beam_search(..., sentence_states=constants)`` (which
-        may drop finished sentences from them)."""
-        def step_fn(ids, step, states, constants):
-            cache = {"memory_mask": constants["memory_mask"],
-                     "decoder": {name: {**layer, **constants["decoder"][name]}
-                                 for name, layer in states["decoder"].items()}}
-            logits, new_cache = self.decode_step(ids, step, cache, beam_size=beam_size,
-                                                 growing=growing)
-            return logits, {"decoder": {
-                name: {"self_k": layer["self_k"], "self_v": layer["self_v"]}
-                for name, layer in new_cache["decoder"].items()}}
-        return step_fn
+        return logits, {"decoder": {
+            name: {"self_k": layer["self_k"], "self_v": layer["self_v"]}
+            for name, layer in new_cache.items()}}
 
     # Serialisation ---------------------------------------------------------------
     def get_config(self):
