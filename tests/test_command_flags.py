@@ -1,5 +1,5 @@
 """The commands' flags: the trainer's names, defaults and types pinned against the list
-they had before the parser was built from ``TrainerConfig`` (issue #14), the config built
+users rely on (the parser is built from ``TrainerConfig``), the config built
 from them, and the one parser pattern every command shares."""
 import argparse
 import importlib
@@ -10,9 +10,8 @@ from t2t_lite.commands import trainer
 from t2t_lite.flag_fields import config_from_args
 from t2t_lite.training.config import TrainerConfig
 
-# (flag, default, type) of every trainer flag, in --help order, as before the refactor;
-# changed since (issue #14): --verbosity is new, --eval_bleu_sentences is renamed
-# --eval_decode_sentences (the old name is still accepted).
+# (flag, default, type) of every trainer flag, in --help order; --eval_bleu_sentences, an
+# older name of --eval_decode_sentences, is still accepted.
 TRAINER_FLAGS = [
     ("--registry_help", False, "flag"),
     ("--t2t_usr_dir", "", "str"),

@@ -1,5 +1,5 @@
 """Every float hparam and decode hparam refuses NaN and infinity, and every hparam is
-range-checked before a model is built (issue #12)."""
+range-checked before a model is built."""
 import math
 
 import pytest

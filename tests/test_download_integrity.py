@@ -1,5 +1,5 @@
 """Downloads are checked against a recorded size and SHA-256 (or MD5): a corrupted file
-is refused with a clear error and deleted, a good one is kept (issue #12). Files are
+is refused with a clear error and deleted, a good one is kept. Files are
 "downloaded" from a temporary directory through ``file://`` URLs; no network needed."""
 import hashlib
 from pathlib import Path

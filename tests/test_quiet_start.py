@@ -1,4 +1,4 @@
-"""A quiet start (issue #14): the commands print none of TensorFlow's start-up noise by
+"""A quiet start: the commands print none of TensorFlow's start-up noise by
 default, one ``devices:`` line instead, and TensorFlow's logs again when asked
 (``--verbosity`` or a user-set ``TF_CPP_MIN_LOG_LEVEL``); errors and tracebacks stay.
 
