@@ -35,9 +35,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def check_before_tensorflow(args: argparse.Namespace) -> None:
-    """Before TensorFlow starts, creating nothing: the ``--t2t_usr_dir`` a run being
-    resumed recorded is still there, and ``check_directories``."""
+    """Before TensorFlow starts, creating nothing: ``TF_CONFIG`` (when set) names this
+    task in its cluster, the ``--t2t_usr_dir`` a run being resumed recorded is still
+    there, and ``check_directories``."""
+    from t2t_lite.training.tf_config import read_tf_config
     from t2t_lite.usr_dir import check_run_usr_dir
+    read_tf_config()
     check_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     check_directories(args)
 
@@ -45,9 +48,10 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
 def failure_types() -> tuple:
     """Runs that failed for a reason they explain: one ``error:`` line, exit status 1."""
     from t2t_lite.training.checkpointing import CheckpointSaveError
+    from t2t_lite.training.rendezvous import WorkersMissingError
     from t2t_lite.training.resume import WorkerLostError
     from t2t_lite.training.trainer import NonFiniteLossError
-    return (NonFiniteLossError, CheckpointSaveError, WorkerLostError)
+    return (NonFiniteLossError, CheckpointSaveError, WorkerLostError, WorkersMissingError)
 
 
 @common.prints_devices
@@ -103,8 +107,13 @@ def train(config: TrainerConfig) -> int:
     exit status (143 after SIGTERM: not a failure, the run resumes from its checkpoint)."""
     from t2t_lite.commands.startup import devices_line
     from t2t_lite.training.preemption import TrainingPreempted
+    from t2t_lite.training.rendezvous import SetupInterrupted
     from t2t_lite.training.trainer import Trainer
-    trainer = Trainer(config)
+    try:
+        trainer = Trainer(config)
+    except SetupInterrupted as stopped:
+        print(f"t2t-lite-trainer: {stopped}", file=sys.stderr, flush=True)
+        return stopped.exit_status
     print(devices_line(strategy_devices(trainer.strategy)), file=sys.stderr, flush=True)
     try:
         trainer.run()

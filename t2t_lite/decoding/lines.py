@@ -2,7 +2,8 @@
 
 ``split_lines(data)`` cuts raw bytes into lines exactly as a text editor counts them: on
 ``\\n``, one trailing ``\\r`` (CRLF files) removed, no phantom line after a final newline,
-a last line without a newline kept. ``decode_lines`` turns each into text; a line that is
+a last line without a newline kept, and a leading UTF-8 byte-order mark (EF BB BF, as
+Windows editors save) removed. ``decode_lines`` turns each into text; a line that is
 not valid UTF-8 keeps its place: its undecodable bytes become U+FFFD and it is reported
 with its 1-based line number. ``one_line(text)`` makes an output safe to write as one
 line (a newline or carriage return inside a hypothesis becomes a space).
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import List, Tuple
+
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +30,9 @@ class BadLine:
 
 
 def split_lines(data: bytes) -> List[bytes]:
-    """Raw bytes -> lines without their terminators (``\\n`` or ``\\r\\n``)."""
+    """Raw bytes -> lines without their terminators (``\\n`` or ``\\r\\n``) and without
+    a leading byte-order mark."""
+    data = data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
     if not data:
         return []
     lines = data.split(b"\n")

@@ -15,6 +15,12 @@
 TensorFlow writes a checkpoint before merging it into ``ckpt-N.index`` / ``.data-*``: a
 killed or failed save leaves them behind. Call it only while holding the run's lock
 (``run_lock.RunLock``), so that no live save is writing into one.
+
+``reconcile_state(directory)``, under the same lock, makes the ``checkpoint`` state file
+agree with the ``ckpt-N`` files on disk: a state file that is missing or unreadable while
+checkpoints are there is rebuilt from them (with a warning naming the newest), so a lost
+state file never restarts a run from step 0; a ``ckpt-N`` newer than every listed one (a
+save killed between writing its files and listing them) is removed.
 """
 from __future__ import annotations
 
@@ -33,7 +39,9 @@ from t2t_lite.runs.loading import CHECKPOINT_DAMAGE_ERRORS, damage_reason
 
 CHECKPOINT_PREFIX = "ckpt"   # CheckpointManager's default: RUN/ckpt-<step>
 _TEMP_DIR = re.compile(re.escape(CHECKPOINT_PREFIX) + r"-\d+_temp(_[0-9a-f]+)?")
+_STEP_FILE = re.compile(re.escape(CHECKPOINT_PREFIX) + r"-(\d+)\.(index|data-\d+-of-\d+)")
 _DISK_FULL = "No space left on device"
+STATE_FILE = "checkpoint"   # CheckpointManager's list of the run's checkpoints
 
 
 class CheckpointSaveError(RuntimeError):
@@ -135,3 +143,59 @@ def remove_stale_temp_dirs(directory: Union[str, Path]) -> List[Path]:
         print(f"Removed {len(stale)} partial checkpoint write(s) left by an interrupted "
               f"save: {', '.join(path.name for path in stale)}", flush=True)
     return stale
+
+
+def steps_on_disk(directory: Union[str, Path]) -> List[int]:
+    """The steps N of the ``ckpt-N`` checkpoints with files in ``directory``, ascending."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted({int(match.group(1)) for match in map(_STEP_FILE.fullmatch,
+                   (path.name for path in directory.iterdir())) if match})
+
+
+def listed_steps(directory: Union[str, Path]) -> Optional[List[int]]:
+    """The steps the state file lists, ascending; None when it is missing or unreadable."""
+    if not (Path(directory) / STATE_FILE).exists():
+        return None
+    try:
+        state = tf.train.get_checkpoint_state(str(directory))
+    except Exception:  # garbage that the text-format parser does not even decode
+        return None
+    if state is None:
+        return None
+    paths = [*state.all_model_checkpoint_paths, state.model_checkpoint_path]
+    steps = {int(match.group(1)) for match in
+             (re.fullmatch(re.escape(CHECKPOINT_PREFIX) + r"-(\d+)", os.path.basename(path))
+              for path in paths if path) if match}
+    return sorted(steps)
+
+
+def reconcile_state(directory: Union[str, Path]) -> None:
+    """Makes ``directory``'s state file match its ``ckpt-N`` files (see the module
+    docstring); prints one warning for a rebuilt state file, one line for removed
+    checkpoints. Call only while holding the run's lock."""
+    directory = Path(directory)
+    on_disk = steps_on_disk(directory)
+    if not on_disk:
+        return
+    listed = listed_steps(directory)
+    if not listed or not set(listed) & set(on_disk):
+        state = directory / STATE_FILE
+        how = "is unreadable" if state.exists() else "is missing"
+        prefixes = [str(directory / f"{CHECKPOINT_PREFIX}-{step}") for step in on_disk]
+        tf.train.update_checkpoint_state(str(directory), prefixes[-1],
+                                         all_model_checkpoint_paths=prefixes)
+        print(f"warning: {state}, the list of the run's checkpoints, {how}; rebuilt it from "
+              f"the {len(prefixes)} checkpoint(s) on disk, the newest {prefixes[-1]}",
+              file=sys.stderr, flush=True)
+        return
+    unlisted = [step for step in on_disk if step > listed[-1]]
+    for step in unlisted:
+        for path in directory.glob(f"{CHECKPOINT_PREFIX}-{step}.*"):
+            if _STEP_FILE.fullmatch(path.name):
+                path.unlink()
+    if unlisted:
+        names = ", ".join(f"{CHECKPOINT_PREFIX}-{step}" for step in unlisted)
+        print(f"Removed {names}: written by a save that was killed before "
+              f"{directory / STATE_FILE} listed it", flush=True)

@@ -77,7 +77,8 @@ class Trainer:
     def _write_run_dir(self, run_config: RunConfig) -> None:
         """Once the model is built (the configuration is valid), the chief locks the run
         directory against a second trainer, removes partial checkpoint writes a killed
-        save left, and writes the vocabulary and run_config.json. Other workers write
+        save left, makes the checkpoint state file match the checkpoints on disk
+        (``checkpointing.reconcile_state``), and writes the vocabulary and run_config.json. Other workers write
         nothing there."""
         if not self.chief:
             return
@@ -87,6 +88,7 @@ class Trainer:
         if existing is not None:
             run_config.check_same_run(existing, output_dir)
         checkpointing.remove_stale_temp_dirs(output_dir)
+        checkpointing.reconcile_state(output_dir)
         self.vocabulary.copy_to(output_dir)
         run_config.save(output_dir)
 
