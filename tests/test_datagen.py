@@ -261,3 +261,21 @@ def test_with_wait_a_second_datagen_waits_for_the_first_and_reuses_its_data(numb
     first.release()
     waiter.join(timeout=120)
     assert results and all(split.reused for split in results[0].splits.values())
+
+
+def test_a_leading_byte_order_mark_is_neither_data_nor_vocabulary(tmp_path):
+    """Raw files saved by a Windows editor (UTF-8 with a BOM, plain and gzipped)."""
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    raw.mkdir()
+    for split, numbers in (("train", range(1, 200)), ("dev", range(200, 210)),
+                           ("test", range(210, 220))):
+        (raw / f"{split}.src").write_text("".join(num2words(n) + "\n" for n in numbers),
+                                          encoding="utf-8-sig")
+        write_gz(raw / f"{split}.tgt.gz", [num2words(n, lang="de").encode("utf-8-sig")
+                                           if n == numbers[0] else
+                                           num2words(n, lang="de").encode() for n in numbers])
+    problem = get_problem("translate_text_files")
+    generate_problem_data(problem, data_dir, raw, download=False)
+    sources, targets = eval_text(problem, data_dir, "dev")
+    assert (sources[0], targets[0]) == ("two hundred", "zweihundert")
+    assert not any("\ufeff" in piece for piece in problem.load_vocab(data_dir).pieces())

@@ -187,6 +187,44 @@ def test_resume_refuses_when_every_checkpoint_is_damaged(numbers_data, four_chec
     assert not (run / "ckpt-6.index").exists()  # nothing trained from scratch over them
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["missing", "garbage"])
+def test_a_lost_checkpoint_state_file_is_rebuilt_from_the_checkpoints_on_disk(
+        loss, numbers_data, four_checkpoints, tmp_path, capfd):
+    run = tmp_path / "run"
+    shutil.copytree(four_checkpoints, run)
+    state = run / checkpointing.STATE_FILE
+    if loss == "missing":
+        state.unlink()
+    else:
+        state.write_bytes(bytes(range(256)) * 4)
+    summary = Trainer(make_config(numbers_data, run, train_steps=6)).run()
+    captured = capfd.readouterr()
+    how = "is missing" if loss == "missing" else "is unreadable"
+    assert f"warning: {state}, the list of the run's checkpoints, {how}; rebuilt it from " \
+           f"the 4 checkpoint(s) on disk, the newest {run}/ckpt-4" in captured.err
+    assert f"Resuming from {run}/ckpt-4 at step 4" in captured.out
+    assert (summary["step"], summary["steps_this_run"]) == (6, 2)
+    listed = tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths
+    assert [step_of(path) for path in listed] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_but_never_listed_is_removed_on_the_next_start(
+        numbers_data, four_checkpoints, tmp_path, capfd):
+    """A kill between ckpt-4's files and the state update: the state lists ckpt-1..3."""
+    run = tmp_path / "run"
+    shutil.copytree(four_checkpoints, run)
+    tf.train.update_checkpoint_state(str(run), str(run / "ckpt-3"),
+                                     [str(run / f"ckpt-{step}") for step in (1, 2, 3)])
+    summary = Trainer(make_config(numbers_data, run, train_steps=3)).run()
+    captured = capfd.readouterr()
+    assert f"Removed ckpt-4: written by a save that was killed before {run}/checkpoint " \
+           f"listed it" in captured.out
+    assert summary["step"] == 3
+    assert not list(run.glob("ckpt-4.*"))
+
+
 # Damaged checkpoints: decoder, exporter, avg-checkpoints ------------------------------
 def decode(run, source, *extra) -> int:
     return decoder.main(["--output_dir", str(run), "--decode_from_file", str(source),
