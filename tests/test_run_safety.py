@@ -215,8 +215,7 @@ def test_a_checkpoint_written_but_never_listed_is_removed_on_the_next_start(
     """A kill between ckpt-4's files and the state update: the state lists ckpt-1..3."""
     run = tmp_path / "run"
     shutil.copytree(four_checkpoints, run)
-    tf.train.update_checkpoint_state(str(run), str(run / "ckpt-3"),
-                                     [str(run / f"ckpt-{step}") for step in (1, 2, 3)])
+    checkpointing.write_state(run, [1, 2, 3])
     summary = Trainer(make_config(numbers_data, run, train_steps=3)).run()
     captured = capfd.readouterr()
     assert f"Removed ckpt-4: written by a save that was killed before {run}/checkpoint " \

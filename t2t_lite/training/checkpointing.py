@@ -29,6 +29,7 @@ import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional, Union
 
@@ -171,6 +172,22 @@ def listed_steps(directory: Union[str, Path]) -> Optional[List[int]]:
     return sorted(steps)
 
 
+def write_state(directory: Union[str, Path], steps: List[int]) -> None:
+    """Writes the state file listing ``ckpt-<step>`` of ``steps`` (ascending; the last is
+    the latest), as ``CheckpointManager`` writes it, atomically. Each is timestamped
+    with its files' modification time: the manager keeps listing (and, beyond
+    ``keep_checkpoint_max``, deleting) only timestamped checkpoints."""
+    names = [f"{CHECKPOINT_PREFIX}-{step}" for step in steps]
+    times = [max((path.stat().st_mtime for path in Path(directory).glob(name + ".*")),
+                 default=time.time()) for name in names]
+    text = (f'model_checkpoint_path: "{names[-1]}"\n'
+            + "".join(f'all_model_checkpoint_paths: "{name}"\n' for name in names)
+            + "".join(f"all_model_checkpoint_timestamps: {stamp!r}\n" for stamp in times))
+    temp = Path(directory) / (STATE_FILE + ".tmp")
+    temp.write_text(text)
+    os.replace(temp, Path(directory) / STATE_FILE)
+
+
 def reconcile_state(directory: Union[str, Path]) -> None:
     """Makes ``directory``'s state file match its ``ckpt-N`` files (see the module
     docstring); prints one warning for a rebuilt state file, one line for removed
@@ -184,8 +201,7 @@ def reconcile_state(directory: Union[str, Path]) -> None:
         state = directory / STATE_FILE
         how = "is unreadable" if state.exists() else "is missing"
         prefixes = [str(directory / f"{CHECKPOINT_PREFIX}-{step}") for step in on_disk]
-        tf.train.update_checkpoint_state(str(directory), prefixes[-1],
-                                         all_model_checkpoint_paths=prefixes)
+        write_state(directory, on_disk)
         print(f"warning: {state}, the list of the run's checkpoints, {how}; rebuilt it from "
               f"the {len(prefixes)} checkpoint(s) on disk, the newest {prefixes[-1]}",
               file=sys.stderr, flush=True)
