@@ -6,6 +6,7 @@ What survives what (docs/training.md has the same table):
                              test_resumed_two_replica_stream_trains_no_example_twice
   SIGKILL, 2 workers         test_two_workers_resume_after_sigkill_and_stop_together_on_sigterm
   SIGTERM, one device        test_sigterm_saves_at_a_step_boundary_and_rerun_matches
+  SIGINT (Ctrl-C)            test_sigint_saves_like_sigterm_with_its_own_exit_status
   SIGTERM, one of 2 workers  test_two_workers_resume_after_sigkill_and_stop_together_on_sigterm
   worker lost (frozen)       test_a_lost_worker_ends_the_other_with_an_error_and_both_resume
   a worker never starts      test_a_worker_that_never_starts_is_named_and_ends_the_other_in_time,
@@ -161,6 +162,24 @@ def test_sigterm_saves_at_a_step_boundary_and_rerun_matches(numbers_data,
     assert code == 0, stderr[-3000:]
     assert f"at step {saved}" in stdout and "step=30" in stdout
     assert_same_weights(run, reference)
+
+
+@pytest.mark.slow
+def test_sigint_saves_like_sigterm_with_its_own_exit_status(numbers_data, tmp_path):
+    run = tmp_path / "run"
+    process = start(trainer_command(numbers_data, run, "--train_steps=100000",
+                                    "--save_checkpoints_secs=3600"), tmp_path / "first")
+    wait_until(lambda: printed_step(tmp_path / "first.out") >= 3, [process], "step 3")
+    process.send_signal(signal.SIGINT)
+    code, stdout, stderr = finish(process, tmp_path / "first")
+    assert code == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    saved = checkpoint_step(run)
+    assert saved >= 3
+    assert stderr.strip().splitlines()[-1] == (
+        f"t2t-lite-trainer: SIGINT received by this worker: saved {run / f'ckpt-{saved}'} "
+        f"after step {saved} and stopped; re-run the same command to resume from it "
+        f"(exit status 130)")
 
 
 # Two workers -----------------------------------------------------------------------

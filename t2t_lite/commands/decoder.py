@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
-from t2t_lite.commands.common import command_parser, run_command
+from t2t_lite.commands.common import command_parser, run_command, sigterm_raises
 from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_decoder_command
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, creatable_file, path_error, readable_file
@@ -104,7 +104,7 @@ def decode(args: argparse.Namespace) -> None:
     # Opened before any work: an unwritable path fails now, and an existing file is only
     # replaced (by rename) once every translation is written.
     output = AtomicOutput(args.decode_to_file, "--decode_to_file") if args.decode_to_file else None
-    with output or contextlib.nullcontext():
+    with sigterm_raises(), output or contextlib.nullcontext():  # SIGTERM: temp file removed
         _decode(args, output)
 
 

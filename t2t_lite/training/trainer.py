@@ -139,7 +139,7 @@ class Trainer:
     def _stop_if_requested(self, stop: preemption.StopOnSignal, stop_requests: float,
                            checkpoints: checkpointing.RunCheckpoints, step: int) -> None:
         """At a step boundary: when this worker (one worker) or any worker (several: the
-        step's all-reduced ``stop_requests``) got SIGTERM, saves a checkpoint (unless one
+        step's all-reduced ``stop_requests``) got SIGTERM or SIGINT, saves a checkpoint (unless one
         of this step exists) and raises ``TrainingPreempted``."""
         if not stop.requested(stop_requests) or step >= self.train_steps:
             return
@@ -149,9 +149,9 @@ class Trainer:
         who = "this worker" if stop.received else "another worker"
         everywhere = " on every worker" if distribution.is_multi_worker() else ""
         raise preemption.TrainingPreempted(
-            f"SIGTERM received by {who}: saved {saved} after step {step} and stopped; "
-            f"re-run the same command{everywhere} to resume from it "
-            f"(exit status {preemption.EXIT_STATUS})")
+            f"{stop.signal_name} received by {who}: saved {saved} after step {step} and "
+            f"stopped; re-run the same command{everywhere} to resume from it "
+            f"(exit status {stop.exit_status})", stop.exit_status)
 
     # Training -----------------------------------------------------------------------
     def run(self) -> Dict[str, float]:
@@ -160,7 +160,8 @@ class Trainer:
         not.
 
         Raises:
-          preemption.TrainingPreempted: SIGTERM; a checkpoint of the last step was saved.
+          preemption.TrainingPreempted: SIGTERM or SIGINT; a checkpoint of the last step
+            was saved.
           resume.WorkerLostError: another worker died or stopped answering.
           checkpointing.CheckpointSaveError: the disk filled up while saving.
         """
