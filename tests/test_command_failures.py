@@ -299,3 +299,24 @@ def test_a_signal_mid_decode_is_one_line_and_leaves_no_file(signum, tmp_path):
     assert "Traceback" not in stderr
     assert f"t2t-lite-decoder: interrupted ({name}); nothing was saved" in stderr
     assert list(tmp_path.iterdir()) == [source]   # no output, no temporary file
+
+
+# trainer and avg-checkpoints: unwritable places, before TensorFlow ------------------------
+@pytest.mark.parametrize("where", ["unwritable", "under_unwritable", "file"])
+def test_trainer_output_dir_it_cannot_write_is_refused_before_tensorflow(where, tmp_path,
+                                                                         unwritable_dir):
+    output_dir = {"unwritable": unwritable_dir, "under_unwritable": unwritable_dir / "run",
+                  "file": tmp_path / "a_file"}[where]
+    (tmp_path / "a_file").write_text("x")
+    result = run_command("t2t-lite-trainer", f"--problem={PROBLEM}",
+                         "--hparams_set=transformer_tiny", f"--data_dir={tmp_path / 'data'}",
+                         f"--output_dir={output_dir}", cwd=tmp_path)
+    assert_refused_before_tensorflow(result, f"--output_dir={output_dir}")
+
+
+def test_avg_checkpoints_output_it_cannot_write_is_refused_before_tensorflow(tmp_path,
+                                                                            unwritable_dir):
+    output_path = unwritable_dir / "averaged" / "ckpt-avg"
+    result = run_command("t2t-lite-avg-checkpoints", f"--output_dir={tiny_run_dir()}",
+                         f"--output_path={output_path}", cwd=tmp_path)
+    assert_refused_before_tensorflow(result, "--output_path=")

@@ -72,10 +72,11 @@ def recorded_usr_dir(output_dir: str) -> str:
 
 def check_directories(flags: Union[argparse.Namespace, TrainerConfig],
                       create: bool = False) -> None:
-    """``--data_dir`` and ``--tmp_dir`` (one clear error naming the flag): no file in the
-    way, and with ``--generate_data`` a data directory files can be made in (created when
+    """``--output_dir`` (a directory files can be made in, or can be created), ``--data_dir``
+    and ``--tmp_dir`` (one clear error naming the flag): no file in the way, and with ``--generate_data`` a data directory files can be made in (created when
     ``create``). Run before TensorFlow starts, creating nothing, and again by ``run``."""
     from t2t_lite.user_paths import creatable_dir, existing_or_new_dir, writable_dir
+    creatable_dir(flags.output_dir, "--output_dir")
     if flags.generate_data:
         (writable_dir if create else creatable_dir)(flags.data_dir, "--data_dir")
     else:
