@@ -460,6 +460,27 @@ def test_avg_checkpoints_refuses_the_runs_own_checkpoints_and_existing_ones(tmp_
     assert file_bytes(run / "averaged") == written
 
 
+def test_avg_checkpoints_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys,
+                                                                      monkeypatch):
+    run = copy_run_dir(tmp_path / "run")
+    before = sorted(path.name for path in run.iterdir())
+
+    def disk_full(self, prefix, options=None):
+        part = Path(f"{prefix}_temp") / "part-00000-of-00001.data-00000-of-00001.tempstate1"
+        part.parent.mkdir()
+        part.write_bytes(b"\0" * 4096)
+        raise tf.errors.ResourceExhaustedError(None, None, f"{part}; No space left on device "
+                                                           f"[Op:SaveV2]")
+
+    monkeypatch.setattr(tf.train.Checkpoint, "write", disk_full)
+    assert avg_checkpoints.main(["--output_dir", str(run)]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert line == (f"error: no space left on device while writing {run}/averaged/ckpt-avg; "
+                    f"nothing was left there. Free space on that disk (or give another "
+                    f"--output_path) and re-run")
+    assert sorted(path.name for path in run.iterdir()) == before   # no averaged/, no _temp
+
+
 # A hand-edited run_config.json ----------------------------------------------------------
 def test_run_config_with_an_unknown_key_is_one_error_line(tmp_path, capsys):
     run = copy_run_dir(tmp_path / "run")

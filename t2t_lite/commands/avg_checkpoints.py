@@ -44,7 +44,13 @@ def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 def main(argv: Optional[List[str]] = None) -> int:
     return run_command(build_parser(), argv, run, required=("output_dir",), check=check_flags,
-                       before_tensorflow=check_run_dir)
+                       before_tensorflow=check_run_dir, failure_types=failure_types)
+
+
+def failure_types() -> tuple:
+    """A full disk while writing: one ``error:`` line, exit status 1, nothing left."""
+    from t2t_lite.runs.averaging import AveragingWriteError
+    return (AveragingWriteError,)
 
 
 def check_run_dir(args: argparse.Namespace) -> None:
