@@ -481,6 +481,15 @@ def test_avg_checkpoints_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path,
     assert sorted(path.name for path in run.iterdir()) == before   # no averaged/, no _temp
 
 
+def test_avg_checkpoints_names_its_own_flag_for_a_missing_entry(tmp_path, capsys):
+    run = copy_run_dir(tmp_path / "run")
+    assert avg_checkpoints.main(["--output_dir", str(run),
+                                 "--checkpoints", f"{run}/ckpt-1,{run}/ckpt-99"]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert line.startswith(f"error: --checkpoints entry {run}/ckpt-99: no checkpoint there")
+    assert "--checkpoint_path" not in line
+
+
 # A hand-edited run_config.json ----------------------------------------------------------
 def test_run_config_with_an_unknown_key_is_one_error_line(tmp_path, capsys):
     run = copy_run_dir(tmp_path / "run")

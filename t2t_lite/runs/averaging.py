@@ -49,7 +49,7 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
     if not checkpoints:
         raise ValueError("no checkpoints to average")
     check_output_path(output_dir, output_path)
-    paths = [resolve_checkpoint(output_dir, path) for path in checkpoints]
+    paths = [_resolve(output_dir, path) for path in checkpoints]
     run_config = RunConfig.load(str(output_dir))
     model = build_model(run_config)
     variables = model.variables
@@ -85,6 +85,15 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
                                   f"nothing was left there. Free space on that disk (or "
                                   f"give another --output_path) and re-run") from None
     return written
+
+
+def _resolve(output_dir: PathLike, path: PathLike) -> str:
+    """``resolve_checkpoint``; its error names the ``--checkpoints`` entry."""
+    try:
+        return resolve_checkpoint(output_dir, path)
+    except CheckpointError as error:
+        raise type(error)(str(error).replace("--checkpoint_path=",
+                                             "--checkpoints entry ")) from None
 
 
 class AveragingWriteError(RuntimeError):
