@@ -320,3 +320,17 @@ def test_avg_checkpoints_output_it_cannot_write_is_refused_before_tensorflow(tmp
     result = run_command("t2t-lite-avg-checkpoints", f"--output_dir={tiny_run_dir()}",
                          f"--output_path={output_path}", cwd=tmp_path)
     assert_refused_before_tensorflow(result, "--output_path=")
+
+
+@pytest.mark.slow
+def test_decoder_stops_when_stdouts_reader_has_gone(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("seven hundred and twelve\n" * 10000, encoding="utf-8")
+    result = run_command("t2t-lite-decoder", f"--output_dir={tiny_run_dir()}",
+                         f"--decode_from_file={source}",
+                         "--decode_hparams=beam_size=1,extra_length=3", cwd=tmp_path,
+                         shell_suffix="| true")
+    err = result.stderr.decode()
+    assert result.returncode == 141, err
+    assert "Traceback" not in err and "error:" not in err, err
+    assert "decoded 10000 lines" not in err   # stopped at once, not after all the work

@@ -146,7 +146,8 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     start = time.perf_counter()
     with tqdm(total=len(todo), unit="sent", desc="decoding", file=sys.stderr,
               dynamic_ncols=True) as bar:
-        nbest = translator.translate_encoded(encoded, progress=bar.update)
+        nbest = translator.translate_encoded(
+            encoded, progress=lambda done: (bar.update(done), stop_if_reader_gone(output)))
     seconds = time.perf_counter() - start
 
     hypotheses = [""] * len(sources)
@@ -161,6 +162,7 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     else:
         sys.stdout.buffer.write(text)
         sys.stdout.buffer.flush()
+        stop_if_reader_gone(output)   # all of it fitted in the pipe, but no one reads it
     print(f"decoded {len(sources)} lines ({len(todo)} translated, "
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
           f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
@@ -181,6 +183,14 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         report = score_report(problem, hypotheses, sources, args.decode_reference,
                               references)
         print(report, file=sys.stdout if args.decode_to_file else sys.stderr)
+
+
+def stop_if_reader_gone(output: Optional[AtomicOutput]) -> None:
+    """Writing to stdout (``output`` is None) piped to a reader that has gone (``| head``):
+    raises ``BrokenPipeError`` (exit status 141) instead of translating for nobody."""
+    from t2t_lite.decoding.lines import reader_gone
+    if output is None and reader_gone(sys.stdout):
+        raise BrokenPipeError("stdout's reader has gone")
 
 
 def format_output(problem, source: str, beams, return_beams: bool) -> str:
