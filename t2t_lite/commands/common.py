@@ -56,7 +56,7 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
     TensorFlow (a mistake is then one line at once, not after TensorFlow's start-up)."""
     args = parser.parse_args(argv)
     if args.registry_help:
-        return print_registry_help(args.t2t_usr_dir)
+        return print_registry_help(args.t2t_usr_dir, getattr(args, "verbosity", None))
     require(parser, args, *required)
     if check is not None:
         check(parser, args)
@@ -87,11 +87,15 @@ def prints_devices(body: Callable) -> Callable:
     return body
 
 
-def print_registry_help(usr_dir: str = "") -> int:
-    """Prints the registries (after importing ``--t2t_usr_dir``, so its names show)."""
+def print_registry_help(usr_dir: str = "", verbosity: Optional[int] = None) -> int:
+    """Prints the registries (after importing ``--t2t_usr_dir``, so its names show; its
+    modules may import TensorFlow or Keras, so TensorFlow is started quietly first)."""
     from t2t_lite import registry
 
     def body():
+        if usr_dir:
+            check_usr_dir(usr_dir)
+            start_tensorflow(verbosity)
         import_usr_dir(usr_dir)
         print(registry.registry_help())
     return run_reporting_errors(body)
