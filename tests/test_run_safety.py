@@ -2,6 +2,7 @@
 a killed checkpoint write, a model that fails to build, avg-checkpoints aimed at the run's
 own checkpoints, and a hand-edited run_config.json."""
 import json
+import re
 import os
 import shutil
 import signal
@@ -508,3 +509,24 @@ def test_run_config_with_an_unknown_key_is_one_error_line(tmp_path, capsys):
     assert decode(run, source) == 2
     [line] = error_lines(capsys.readouterr().err)
     assert line.startswith(f"error: {path} lacks key 'vocab_size'")
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_is_one_error_line(tmp_path, capfd):
+    run = copy_run_dir(tmp_path / "run")
+    path = run / RUN_CONFIG_FILE
+    values = json.loads(path.read_text())
+    values["hparams"]["hidden_size"] *= 2
+    path.write_text(json.dumps(values))
+    source = tmp_path / "in.txt"
+    source.write_text("seven\n", encoding="utf-8")
+    level = tf.get_logger().level
+    try:
+        assert decode(run, source) == 2
+    finally:
+        tf.get_logger().setLevel(level)
+    err = capfd.readouterr().err
+    [line] = error_lines(err)
+    assert line.startswith(f"error: {tf.train.latest_checkpoint(str(run))} does not fit the "
+                           f"run's model: ")
+    assert re.search(r"and name transformer(_\d+)?/embedding/embeddings:0", line)
+    assert "Traceback" not in err and "WARNING:tensorflow" not in err
