@@ -279,3 +279,30 @@ def test_a_leading_byte_order_mark_is_neither_data_nor_vocabulary(tmp_path):
     sources, targets = eval_text(problem, data_dir, "dev")
     assert (sources[0], targets[0]) == ("two hundred", "zweihundert")
     assert not any("\ufeff" in piece for piece in problem.load_vocab(data_dir).pieces())
+
+
+def test_a_full_disk_is_one_error_line_and_leaves_no_partial_file(tmp_path, capsys,
+                                                                  monkeypatch):
+    import errno
+
+    from t2t_lite.data import datagen as datagen_module
+    real_write_split = datagen_module._write_split
+
+    def fills_the_disk(problem, vocab, data_dir, reader, split, workers):
+        if split == "dev":   # train was written whole; dev's first file meets a full disk
+            with datagen_module.atomic_path(data_dir / "dev-shard") as tmp:
+                tmp.write_bytes(b"\0" * 100)
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write_split(problem, vocab, data_dir, reader, split, workers)
+
+    monkeypatch.setattr(datagen_module, "_write_split", fills_the_disk)
+    data_dir = tmp_path / "data"
+    assert datagen_command.main(["--problem=translate_ende_numbers",
+                                 f"--data_dir={data_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: no space left on device while writing --data_dir="
+                           f"{data_dir}; the file being written was removed")
+    assert not [path.name for path in data_dir.iterdir() if "dev" in path.name
+                or ".tmp" in path.name]
