@@ -306,3 +306,23 @@ def test_a_full_disk_is_one_error_line_and_leaves_no_partial_file(tmp_path, caps
                            f"{data_dir}; the file being written was removed")
     assert not [path.name for path in data_dir.iterdir() if "dev" in path.name
                 or ".tmp" in path.name]
+
+
+def test_raw_files_changed_since_the_data_was_made_are_named_not_reused(tmp_path, capsys):
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    raw.mkdir()
+    for split, numbers in (("train", range(1, 200)), ("dev", range(200, 210)),
+                           ("test", range(210, 220))):
+        (raw / f"{split}.src").write_text("".join(num2words(n) + "\n" for n in numbers))
+        (raw / f"{split}.tgt").write_text("".join(num2words(n, lang="de") + "\n"
+                                                  for n in numbers))
+    flags = ["--problem=translate_text_files", f"--data_dir={data_dir}", f"--tmp_dir={raw}"]
+    assert datagen_command.main(flags) == 0
+    assert datagen_command.main(flags) == 0
+    assert "(reused)" in capsys.readouterr().out
+    with open(raw / "train.src", "a") as handle:
+        handle.write("two hundred\n")
+    assert datagen_command.main(flags) == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: --data_dir={data_dir} holds translate_text_files data made "
+                           f"from {(raw / 'train.src').resolve()}, which has changed since")
