@@ -177,6 +177,21 @@ def test_resume_falls_back_past_a_damaged_latest_checkpoint(kind, numbers_data,
 
 
 @pytest.mark.slow
+def test_a_damaged_checkpoint_the_trainer_skipped_is_not_averaged(numbers_data,
+                                                                 four_checkpoints, tmp_path,
+                                                                 capfd):
+    run = tmp_path / "run"
+    shutil.copytree(four_checkpoints, run)
+    damage(run / "ckpt-4", "checksum")
+    assert Trainer(make_config(numbers_data, run, train_steps=3)).run() == {"step": 3}
+    listed = tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths
+    assert [step_of(path) for path in listed] == [1, 2, 3]   # ckpt-4's files stay, unlisted
+    capfd.readouterr()
+    assert avg_checkpoints.main(["--output_dir", str(run), "--num_last_checkpoints", "2"]) == 0
+    assert f"averaged 2 checkpoint(s): {run}/ckpt-2, {run}/ckpt-3" in capfd.readouterr().out
+
+
+@pytest.mark.slow
 def test_resume_refuses_when_every_checkpoint_is_damaged(numbers_data, four_checkpoints,
                                                          tmp_path):
     run = tmp_path / "run"
@@ -219,8 +234,8 @@ def test_a_checkpoint_written_but_never_listed_is_removed_on_the_next_start(
     checkpointing.write_state(run, [1, 2, 3])
     summary = Trainer(make_config(numbers_data, run, train_steps=3)).run()
     captured = capfd.readouterr()
-    assert f"Removed ckpt-4: written by a save that was killed before {run}/checkpoint " \
-           f"listed it" in captured.out
+    assert f"Removed ckpt-4: newer than every checkpoint {run}/checkpoint lists (a save " \
+           f"killed before it was listed" in captured.out
     assert summary["step"] == 3
     assert not list(run.glob("ckpt-4.*"))
 

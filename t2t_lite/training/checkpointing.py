@@ -5,8 +5,8 @@
 - ``restore()`` resumes from the latest checkpoint the state file lists; when its files
   are truncated, fail their checksum or lack the index, it warns naming it and falls back
   to the newest readable one (every listed checkpoint holds every variable, so a fallback
-  overwrites whatever a failed attempt had already restored). When none is readable it
-  refuses (``NoReadableCheckpoint``) rather than silently starting again from step 0.
+  overwrites whatever a failed attempt had already restored), and drops the damaged ones
+  from the state file (their files stay). When none is readable it refuses (``NoReadableCheckpoint``) rather than silently starting again from step 0.
 - ``save(step)`` writes ``ckpt-<step>``; a full disk raises ``CheckpointSaveError`` ("no
   space left on device while saving RUN/ckpt-N; the last good checkpoint is RUN/ckpt-M")
   after removing what the failed save left.
@@ -60,9 +60,11 @@ class RunCheckpoints:
     one saved by this run.
     """
 
-    def __init__(self, checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager):
+    def __init__(self, checkpoint: tf.train.Checkpoint, manager: tf.train.CheckpointManager,
+                 writes_state: bool = True):
         self.checkpoint = checkpoint
         self.manager = manager
+        self.writes_state = writes_state   # False: a reader of another worker's directory
         self.last_good: Optional[str] = None
 
     def restore(self) -> Optional[str]:
@@ -81,6 +83,8 @@ class RunCheckpoints:
                 print(f"warning: resuming from {path}, the newest readable checkpoint, "
                       f"instead of the damaged {', '.join(damaged)}", file=sys.stderr,
                       flush=True)
+                if self.writes_state:
+                    self._delist(damaged, path)
             self.last_good = path
             return path
         if damaged:
@@ -106,6 +110,16 @@ class RunCheckpoints:
                 f"resume from it") from None
         self.last_good = path
         return path
+
+    def _delist(self, damaged: List[str], latest: str) -> None:
+        """Drops the damaged checkpoints from the state file, so that no reader of the
+        run (``t2t-lite-avg-checkpoints --num_last_checkpoints``) takes them for part of
+        the run; their files stay for inspection. ``CheckpointManager`` has no public
+        API for this: its list is ``_maybe_delete``, written by ``_record_state``."""
+        for path in damaged:
+            self.manager._maybe_delete.pop(path, None)
+        self.manager._latest_checkpoint = latest
+        self.manager._record_state()
 
     def _newest_first(self) -> List[str]:
         listed = [self.manager.latest_checkpoint, *reversed(self.manager.checkpoints)]
@@ -213,5 +227,6 @@ def reconcile_state(directory: Union[str, Path]) -> None:
                 path.unlink()
     if unlisted:
         names = ", ".join(f"{CHECKPOINT_PREFIX}-{step}" for step in unlisted)
-        print(f"Removed {names}: written by a save that was killed before "
-              f"{directory / STATE_FILE} listed it", flush=True)
+        print(f"Removed {names}: newer than every checkpoint {directory / STATE_FILE} "
+              f"lists (a save killed before it was listed, or a damaged checkpoint "
+              f"skipped)", flush=True)

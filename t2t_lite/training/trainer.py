@@ -111,7 +111,8 @@ class Trainer:
         else:
             reader = tf.train.CheckpointManager(checkpoint, self.config.output_dir,
                                                 max_to_keep=None)
-            restored = checkpointing.RunCheckpoints(checkpoint, reader).restore()
+            restored = checkpointing.RunCheckpoints(checkpoint, reader,
+                                                    writes_state=False).restore()
         if distribution.is_multi_worker():
             step = int(checkpoint.optimizer.iterations.numpy())
             resume.check_same_step(self.strategy, step, self.config.output_dir)
