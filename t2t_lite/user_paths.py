@@ -196,7 +196,9 @@ class AtomicOutput:
     ``path`` raises ``UserError`` before any work is done; ``discard`` (or leaving a
     ``with`` block without ``commit``) removes the temporary file, so an existing
     ``path`` is never truncated or lost. A ``path`` that exists but is no regular file
-    (``/dev/stdout``, a named pipe) is written in place.
+    (``/dev/stdout``, a named pipe) is written in place. When another writer replaced or
+    created ``path`` after this one was opened, ``commit`` refuses (``UserError``) and
+    discards this output rather than silently replacing the other's.
     """
 
     def __init__(self, path: Union[str, Path], flag: str):
@@ -217,6 +219,7 @@ class AtomicOutput:
             raise path_error(flag, self.path, error, "give a file path you can write to") from None
         self.tmp: Optional[Path] = tmp
         self.file = os.fdopen(fd, "wb")
+        self._found = _identity(self.path)
 
     def write(self, data: bytes) -> None:
         try:
@@ -230,6 +233,11 @@ class AtomicOutput:
         if self.direct:
             self.file.close()
             return self.path
+        if _identity(self.path) != self._found:
+            self.discard()
+            raise UserError(f"{self.flag}={self.path} was written by another process while "
+                            f"this one ran; this output was discarded so as not to replace "
+                            f"that one (give each writer its own file)")
         try:
             self.file.close()
             _replace(self.tmp, self.path)
@@ -252,6 +260,15 @@ class AtomicOutput:
     def __exit__(self, *exc) -> None:
         if self.tmp is not None:
             self.discard()
+
+
+def _identity(path: Path) -> Optional[Tuple[int, int, int, int]]:
+    """(device, inode, size, mtime) of ``path``, None when it does not exist."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _host() -> str:

@@ -135,11 +135,15 @@ def import_run_usr_dir(output_dir: str, usr_dir: str = "") -> Optional[str]:
 
 def format_usr_dir_error(error: UsrDirImportError) -> str:
     """``error: <which directory failed>`` then the traceback of the user's code only
-    (the frames before their first file, importlib's and t2t-lite's, are left out)."""
+    (the frames before their first file, importlib's and t2t-lite's, are left out; a
+    ``SyntaxError`` shows its file, line and message alone)."""
     cause = error.cause
     tb = cause.__traceback__
     root = str(Path(error.usr_dir).expanduser().resolve())
     while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(root):
         tb = tb.tb_next
-    lines = traceback.format_exception(type(cause), cause, tb or cause.__traceback__)
+    if tb is None and isinstance(cause, SyntaxError):  # raised by the compiler: no frame of
+        lines = traceback.format_exception_only(type(cause), cause)   # theirs; file and line
+    else:
+        lines = traceback.format_exception(type(cause), cause, tb or cause.__traceback__)
     return f"error: {error}\n" + "".join(lines).rstrip("\n")

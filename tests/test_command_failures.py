@@ -4,6 +4,7 @@ file, no traceback, exit with status 2 (a closed stdout: quietly, 141), and lose
 the user made. A wrong flag or path that needs no data to see comes before TensorFlow
 starts (no ``devices:`` line), within a second."""
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -268,3 +269,68 @@ def test_broken_pipe_ends_quietly_with_sigpipe_status(capsys):
 
     assert run_reporting_errors(body) == SIGPIPE_STATUS == 141
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_decode_is_one_line_and_leaves_no_file(signum, tmp_path):
+    run = tiny_run_dir()
+    source = tmp_path / "in.txt"
+    source.write_text("seven hundred and twelve\n" * 20000, encoding="utf-8")
+    output = tmp_path / "out.txt"
+    process = subprocess.Popen(
+        [str(BIN / "t2t-lite-decoder"), f"--output_dir={run}", f"--decode_from_file={source}",
+         f"--decode_to_file={output}", "--decode_hparams=beam_size=1,extra_length=3"],
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    try:
+        stderr = ""
+        while "decoding:" not in stderr:   # the progress bar: decoding has started
+            char = process.stderr.read(1)
+            assert char, stderr
+            stderr += char
+        process.send_signal(signum)
+        stderr += process.stderr.read()
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    name = signal.Signals(signum).name
+    assert process.returncode == 128 + signum, stderr
+    assert "Traceback" not in stderr
+    assert f"t2t-lite-decoder: interrupted ({name}); nothing was saved" in stderr
+    assert list(tmp_path.iterdir()) == [source]   # no output, no temporary file
+
+
+# trainer and avg-checkpoints: unwritable places, before TensorFlow ------------------------
+@pytest.mark.parametrize("where", ["unwritable", "under_unwritable", "file"])
+def test_trainer_output_dir_it_cannot_write_is_refused_before_tensorflow(where, tmp_path,
+                                                                         unwritable_dir):
+    output_dir = {"unwritable": unwritable_dir, "under_unwritable": unwritable_dir / "run",
+                  "file": tmp_path / "a_file"}[where]
+    (tmp_path / "a_file").write_text("x")
+    result = run_command("t2t-lite-trainer", f"--problem={PROBLEM}",
+                         "--hparams_set=transformer_tiny", f"--data_dir={tmp_path / 'data'}",
+                         f"--output_dir={output_dir}", cwd=tmp_path)
+    assert_refused_before_tensorflow(result, f"--output_dir={output_dir}")
+
+
+def test_avg_checkpoints_output_it_cannot_write_is_refused_before_tensorflow(tmp_path,
+                                                                            unwritable_dir):
+    output_path = unwritable_dir / "averaged" / "ckpt-avg"
+    result = run_command("t2t-lite-avg-checkpoints", f"--output_dir={tiny_run_dir()}",
+                         f"--output_path={output_path}", cwd=tmp_path)
+    assert_refused_before_tensorflow(result, "--output_path=")
+
+
+@pytest.mark.slow
+def test_decoder_stops_when_stdouts_reader_has_gone(tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("seven hundred and twelve\n" * 10000, encoding="utf-8")
+    result = run_command("t2t-lite-decoder", f"--output_dir={tiny_run_dir()}",
+                         f"--decode_from_file={source}",
+                         "--decode_hparams=beam_size=1,extra_length=3", cwd=tmp_path,
+                         shell_suffix="| true")
+    err = result.stderr.decode()
+    assert result.returncode == 141, err
+    assert "Traceback" not in err and "error:" not in err, err
+    assert "decoded 10000 lines" not in err   # stopped at once, not after all the work

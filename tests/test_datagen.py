@@ -261,3 +261,68 @@ def test_with_wait_a_second_datagen_waits_for_the_first_and_reuses_its_data(numb
     first.release()
     waiter.join(timeout=120)
     assert results and all(split.reused for split in results[0].splits.values())
+
+
+def test_a_leading_byte_order_mark_is_neither_data_nor_vocabulary(tmp_path):
+    """Raw files saved by a Windows editor (UTF-8 with a BOM, plain and gzipped)."""
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    raw.mkdir()
+    for split, numbers in (("train", range(1, 200)), ("dev", range(200, 210)),
+                           ("test", range(210, 220))):
+        (raw / f"{split}.src").write_text("".join(num2words(n) + "\n" for n in numbers),
+                                          encoding="utf-8-sig")
+        write_gz(raw / f"{split}.tgt.gz", [num2words(n, lang="de").encode("utf-8-sig")
+                                           if n == numbers[0] else
+                                           num2words(n, lang="de").encode() for n in numbers])
+    problem = get_problem("translate_text_files")
+    generate_problem_data(problem, data_dir, raw, download=False)
+    sources, targets = eval_text(problem, data_dir, "dev")
+    assert (sources[0], targets[0]) == ("two hundred", "zweihundert")
+    assert not any("\ufeff" in piece for piece in problem.load_vocab(data_dir).pieces())
+
+
+def test_a_full_disk_is_one_error_line_and_leaves_no_partial_file(tmp_path, capsys,
+                                                                  monkeypatch):
+    import errno
+
+    from t2t_lite.data import datagen as datagen_module
+    real_write_split = datagen_module._write_split
+
+    def fills_the_disk(problem, vocab, data_dir, reader, split, workers):
+        if split == "dev":   # train was written whole; dev's first file meets a full disk
+            with datagen_module.atomic_path(data_dir / "dev-shard") as tmp:
+                tmp.write_bytes(b"\0" * 100)
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write_split(problem, vocab, data_dir, reader, split, workers)
+
+    monkeypatch.setattr(datagen_module, "_write_split", fills_the_disk)
+    data_dir = tmp_path / "data"
+    assert datagen_command.main(["--problem=translate_ende_numbers",
+                                 f"--data_dir={data_dir}"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: no space left on device while writing --data_dir="
+                           f"{data_dir}; the file being written was removed")
+    assert not [path.name for path in data_dir.iterdir() if "dev" in path.name
+                or ".tmp" in path.name]
+
+
+def test_raw_files_changed_since_the_data_was_made_are_named_not_reused(tmp_path, capsys):
+    raw, data_dir = tmp_path / "raw", tmp_path / "data"
+    raw.mkdir()
+    for split, numbers in (("train", range(1, 200)), ("dev", range(200, 210)),
+                           ("test", range(210, 220))):
+        (raw / f"{split}.src").write_text("".join(num2words(n) + "\n" for n in numbers))
+        (raw / f"{split}.tgt").write_text("".join(num2words(n, lang="de") + "\n"
+                                                  for n in numbers))
+    flags = ["--problem=translate_text_files", f"--data_dir={data_dir}", f"--tmp_dir={raw}"]
+    assert datagen_command.main(flags) == 0
+    assert datagen_command.main(flags) == 0
+    assert "(reused)" in capsys.readouterr().out
+    with open(raw / "train.src", "a") as handle:
+        handle.write("two hundred\n")
+    assert datagen_command.main(flags) == 2
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f"error: --data_dir={data_dir} holds translate_text_files data made "
+                           f"from {(raw / 'train.src').resolve()}, which has changed since")

@@ -33,6 +33,8 @@ def test_split_lines_counts_like_an_editor():
     assert split_lines(b"a") == [b"a"]
     assert split_lines(b"a\r\n\nb") == [b"a", b"", b"b"]
     assert split_lines(b"\n\n") == [b"", b""]
+    assert split_lines(b"\xef\xbb\xbfa\r\nb") == [b"a", b"b"]   # a Windows editor's BOM
+    assert split_lines(b"\xef\xbb\xbf") == []
     texts, bad = decode_lines([b"ok", b"bad \xff here", b"f\xc3\xbcnf"])
     assert texts == ["ok", "bad \ufffd here", "fünf"]
     assert [(b.line, b.column) for b in bad] == [(2, 4)]
@@ -125,3 +127,10 @@ def test_decode_reference_prints_the_problems_metrics(capsys, tmp_path, monkeypa
 def test_user_errors_are_one_line(capsys, tmp_path, flags, message):
     status, _, _, err = run_decoder(capsys, b"one\n", tmp_path, *flags)
     assert status == 2 and message in err and "Traceback" not in err
+
+
+def test_references_saved_with_a_byte_order_mark_read_as_without(tmp_path):
+    from t2t_lite.data.problem import get_problem
+    path = tmp_path / "refs.de"
+    path.write_bytes(b"\xef\xbb\xbfsieben\r\nacht\r\n")
+    assert get_problem("translate_ende_numbers").read_references(path) == ["sieben", "acht"]

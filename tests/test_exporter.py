@@ -94,3 +94,45 @@ def test_an_export_finishing_into_a_directory_another_export_filled_is_discarded
     assert sorted(p.name for p in tmp_path.iterdir()) == ["export"]  # no staging left
     assert [p.name for p in export_dir.iterdir()] == ["saved_model.pb"]
     assert (export_dir / "saved_model.pb").read_bytes() == b"the first export's"
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_an_export_honours_the_umask_or_the_empty_directory_it_replaces(existing, tmp_path):
+    from t2t_lite.decoding import parse_decode_hparams
+    from t2t_lite.runs import export as runs_export
+    from t2t_lite.runs.loading import load_trained_run
+
+    run = load_trained_run(tiny_run_dir())
+    hp = parse_decode_hparams(DECODE_HPARAMS, run.problem.decode_defaults)
+    export_dir = tmp_path / "export"
+    if existing:
+        export_dir.mkdir()
+        export_dir.chmod(0o750)
+    previous = os.umask(0o022)
+    try:
+        runs_export.export_translator(run.model, run.vocabulary, hp, export_dir)
+    finally:
+        os.umask(previous)
+    assert export_dir.stat().st_mode & 0o777 == (0o750 if existing else 0o755)
+
+
+def test_an_export_on_a_full_disk_is_one_error_and_leaves_nothing(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    from t2t_lite.decoding import parse_decode_hparams
+    from t2t_lite.errors import UserError
+    from t2t_lite.runs import export as runs_export
+    from t2t_lite.runs.loading import load_trained_run
+
+    run = load_trained_run(tiny_run_dir())
+    hp = parse_decode_hparams(DECODE_HPARAMS, run.problem.decode_defaults)
+
+    def disk_full(module, path, signatures=None):
+        (tmp_path / os.path.basename(path) / "variables").mkdir(parents=True)
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    monkeypatch.setattr(tf.saved_model, "save", disk_full)
+    with pytest.raises(UserError, match=r"^no space left on device while exporting to "
+                                        r"--export_dir=.*; nothing was left there"):
+        runs_export.export_translator(run.model, run.vocabulary, hp, tmp_path / "export")
+    assert list(tmp_path.iterdir()) == []

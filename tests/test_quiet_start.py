@@ -163,3 +163,15 @@ def test_datagen_trainer_and_decoder_start_quietly(tmp_path):
     loud = run("decoder", f"--output_dir={output}", "--decode_from_file=in.txt",
                "--decode_hparams=beam_size=1,extra_length=3", "--verbosity=2", cwd=tmp_path)
     assert loud.returncode == 0 and noise_lines(loud.stderr), loud.stderr
+
+
+def test_registry_help_with_a_user_dir_that_imports_keras_is_quiet(tmp_path):
+    usr_dir = tmp_path / "my_usr"
+    usr_dir.mkdir()
+    (usr_dir / "__init__.py").write_text("import keras  # noqa: F401\n")
+    result = subprocess.run([str(BIN / "t2t-lite-info"), "--registry_help",
+                             f"--t2t_usr_dir={usr_dir}"], capture_output=True, text=True,
+                            env=fresh_env(), cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "transformer_tiny" in result.stdout
+    assert result.stderr == ""

@@ -2,6 +2,7 @@
 a killed checkpoint write, a model that fails to build, avg-checkpoints aimed at the run's
 own checkpoints, and a hand-edited run_config.json."""
 import json
+import re
 import os
 import shutil
 import signal
@@ -176,6 +177,21 @@ def test_resume_falls_back_past_a_damaged_latest_checkpoint(kind, numbers_data,
 
 
 @pytest.mark.slow
+def test_a_damaged_checkpoint_the_trainer_skipped_is_not_averaged(numbers_data,
+                                                                 four_checkpoints, tmp_path,
+                                                                 capfd):
+    run = tmp_path / "run"
+    shutil.copytree(four_checkpoints, run)
+    damage(run / "ckpt-4", "checksum")
+    assert Trainer(make_config(numbers_data, run, train_steps=3)).run() == {"step": 3}
+    listed = tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths
+    assert [step_of(path) for path in listed] == [1, 2, 3]   # ckpt-4's files stay, unlisted
+    capfd.readouterr()
+    assert avg_checkpoints.main(["--output_dir", str(run), "--num_last_checkpoints", "2"]) == 0
+    assert f"averaged 2 checkpoint(s): {run}/ckpt-2, {run}/ckpt-3" in capfd.readouterr().out
+
+
+@pytest.mark.slow
 def test_resume_refuses_when_every_checkpoint_is_damaged(numbers_data, four_checkpoints,
                                                          tmp_path):
     run = tmp_path / "run"
@@ -185,6 +201,43 @@ def test_resume_refuses_when_every_checkpoint_is_damaged(numbers_data, four_chec
     with pytest.raises(NoReadableCheckpoint, match=r"no readable checkpoint .*ckpt-4.*ckpt-1"):
         Trainer(make_config(numbers_data, run, train_steps=6)).run()
     assert not (run / "ckpt-6.index").exists()  # nothing trained from scratch over them
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["missing", "garbage"])
+def test_a_lost_checkpoint_state_file_is_rebuilt_from_the_checkpoints_on_disk(
+        loss, numbers_data, four_checkpoints, tmp_path, capfd):
+    run = tmp_path / "run"
+    shutil.copytree(four_checkpoints, run)
+    state = run / checkpointing.STATE_FILE
+    if loss == "missing":
+        state.unlink()
+    else:
+        state.write_bytes(bytes(range(256)) * 4)
+    summary = Trainer(make_config(numbers_data, run, train_steps=6)).run()
+    captured = capfd.readouterr()
+    how = "is missing" if loss == "missing" else "is unreadable"
+    assert f"warning: {state}, the list of the run's checkpoints, {how}; rebuilt it from " \
+           f"the 4 checkpoint(s) on disk, the newest {run}/ckpt-4" in captured.err
+    assert f"Resuming from {run}/ckpt-4 at step 4" in captured.out
+    assert (summary["step"], summary["steps_this_run"]) == (6, 2)
+    listed = tf.train.get_checkpoint_state(str(run)).all_model_checkpoint_paths
+    assert [step_of(path) for path in listed] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.slow
+def test_a_checkpoint_written_but_never_listed_is_removed_on_the_next_start(
+        numbers_data, four_checkpoints, tmp_path, capfd):
+    """A kill between ckpt-4's files and the state update: the state lists ckpt-1..3."""
+    run = tmp_path / "run"
+    shutil.copytree(four_checkpoints, run)
+    checkpointing.write_state(run, [1, 2, 3])
+    summary = Trainer(make_config(numbers_data, run, train_steps=3)).run()
+    captured = capfd.readouterr()
+    assert f"Removed ckpt-4: newer than every checkpoint {run}/checkpoint lists (a save " \
+           f"killed before it was listed" in captured.out
+    assert summary["step"] == 3
+    assert not list(run.glob("ckpt-4.*"))
 
 
 # Damaged checkpoints: decoder, exporter, avg-checkpoints ------------------------------
@@ -423,6 +476,36 @@ def test_avg_checkpoints_refuses_the_runs_own_checkpoints_and_existing_ones(tmp_
     assert file_bytes(run / "averaged") == written
 
 
+def test_avg_checkpoints_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys,
+                                                                      monkeypatch):
+    run = copy_run_dir(tmp_path / "run")
+    before = sorted(path.name for path in run.iterdir())
+
+    def disk_full(self, prefix, options=None):
+        part = Path(f"{prefix}_temp") / "part-00000-of-00001.data-00000-of-00001.tempstate1"
+        part.parent.mkdir()
+        part.write_bytes(b"\0" * 4096)
+        raise tf.errors.ResourceExhaustedError(None, None, f"{part}; No space left on device "
+                                                           f"[Op:SaveV2]")
+
+    monkeypatch.setattr(tf.train.Checkpoint, "write", disk_full)
+    assert avg_checkpoints.main(["--output_dir", str(run)]) == 1
+    [line] = error_lines(capsys.readouterr().err)
+    assert line == (f"error: no space left on device while writing {run}/averaged/ckpt-avg; "
+                    f"nothing was left there. Free space on that disk (or give another "
+                    f"--output_path) and re-run")
+    assert sorted(path.name for path in run.iterdir()) == before   # no averaged/, no _temp
+
+
+def test_avg_checkpoints_names_its_own_flag_for_a_missing_entry(tmp_path, capsys):
+    run = copy_run_dir(tmp_path / "run")
+    assert avg_checkpoints.main(["--output_dir", str(run),
+                                 "--checkpoints", f"{run}/ckpt-1,{run}/ckpt-99"]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert line.startswith(f"error: --checkpoints entry {run}/ckpt-99: no checkpoint there")
+    assert "--checkpoint_path" not in line
+
+
 # A hand-edited run_config.json ----------------------------------------------------------
 def test_run_config_with_an_unknown_key_is_one_error_line(tmp_path, capsys):
     run = copy_run_dir(tmp_path / "run")
@@ -441,3 +524,24 @@ def test_run_config_with_an_unknown_key_is_one_error_line(tmp_path, capsys):
     assert decode(run, source) == 2
     [line] = error_lines(capsys.readouterr().err)
     assert line.startswith(f"error: {path} lacks key 'vocab_size'")
+
+
+def test_a_checkpoint_that_does_not_fit_the_model_is_one_error_line(tmp_path, capfd):
+    run = copy_run_dir(tmp_path / "run")
+    path = run / RUN_CONFIG_FILE
+    values = json.loads(path.read_text())
+    values["hparams"]["hidden_size"] *= 2
+    path.write_text(json.dumps(values))
+    source = tmp_path / "in.txt"
+    source.write_text("seven\n", encoding="utf-8")
+    level = tf.get_logger().level
+    try:
+        assert decode(run, source) == 2
+    finally:
+        tf.get_logger().setLevel(level)
+    err = capfd.readouterr().err
+    [line] = error_lines(err)
+    assert line.startswith(f"error: {tf.train.latest_checkpoint(str(run))} does not fit the "
+                           f"run's model: ")
+    assert re.search(r"and name transformer(_\d+)?/embedding/embeddings:0", line)
+    assert "Traceback" not in err and "WARNING:tensorflow" not in err

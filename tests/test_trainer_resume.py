@@ -6,8 +6,11 @@ What survives what (docs/training.md has the same table):
                              test_resumed_two_replica_stream_trains_no_example_twice
   SIGKILL, 2 workers         test_two_workers_resume_after_sigkill_and_stop_together_on_sigterm
   SIGTERM, one device        test_sigterm_saves_at_a_step_boundary_and_rerun_matches
+  SIGINT (Ctrl-C)            test_sigint_saves_like_sigterm_with_its_own_exit_status
   SIGTERM, one of 2 workers  test_two_workers_resume_after_sigkill_and_stop_together_on_sigterm
   worker lost (frozen)       test_a_lost_worker_ends_the_other_with_an_error_and_both_resume
+  a worker never starts      test_a_worker_that_never_starts_is_named_and_ends_the_other_in_time,
+                             test_a_signal_ends_a_worker_waiting_for_its_peer
 """
 import json
 import os
@@ -161,6 +164,24 @@ def test_sigterm_saves_at_a_step_boundary_and_rerun_matches(numbers_data,
     assert_same_weights(run, reference)
 
 
+@pytest.mark.slow
+def test_sigint_saves_like_sigterm_with_its_own_exit_status(numbers_data, tmp_path):
+    run = tmp_path / "run"
+    process = start(trainer_command(numbers_data, run, "--train_steps=100000",
+                                    "--save_checkpoints_secs=3600"), tmp_path / "first")
+    wait_until(lambda: printed_step(tmp_path / "first.out") >= 3, [process], "step 3")
+    process.send_signal(signal.SIGINT)
+    code, stdout, stderr = finish(process, tmp_path / "first")
+    assert code == 130, stderr[-3000:]
+    assert "Traceback" not in stderr
+    saved = checkpoint_step(run)
+    assert saved >= 3
+    assert stderr.strip().splitlines()[-1] == (
+        f"t2t-lite-trainer: SIGINT received by this worker: saved {run / f'ckpt-{saved}'} "
+        f"after step {saved} and stopped; re-run the same command to resume from it "
+        f"(exit status 130)")
+
+
 # Two workers -----------------------------------------------------------------------
 WORKER_STEPS = ["--train_steps=20", "--save_checkpoints_secs=0"]
 
@@ -277,6 +298,76 @@ def test_a_lost_worker_ends_the_other_with_an_error_and_both_resume(numbers_data
         assert code == 0, stderr[-3000:]
         assert f"at step {lost_at}" in stdout and "step=20" in stdout
     assert_same_weights(run, two_worker_reference)
+
+
+# A worker that never starts ---------------------------------------------------------
+def start_alone(data_dir, run: Path, log_prefix: Path, index: int, *extra) -> tuple:
+    """One worker of a two-worker cluster on 127.0.0.1 whose peer never starts; its peer's
+    address."""
+    workers = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
+    tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+    return start(trainer_command(data_dir, run, *WORKER_STEPS, *extra), log_prefix,
+                 env={**ENV, "TF_CONFIG": json.dumps(tf_config)}), workers[1 - index]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", [0, 1])
+def test_a_worker_that_never_starts_is_named_and_ends_the_other_in_time(index, numbers_data,
+                                                                       tmp_path):
+    process, peer = start_alone(numbers_data, tmp_path / "run", tmp_path / "w", index,
+                                "--worker_timeout_secs=4")
+    started = time.monotonic()
+    try:
+        process.wait(timeout=120)
+    finally:
+        process.kill()
+    waited = time.monotonic() - started
+    stderr = (tmp_path / "w.err").read_text()
+    assert process.returncode == 1, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert f"waiting for worker {1 - index} ({peer}) of TF_CONFIG's cluster to start (up " \
+           f"to --worker_timeout_secs=4 s)" in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"error: worker {1 - index} ({peer}) of TF_CONFIG's cluster did not start within "
+        f"--worker_timeout_secs=4; start every worker (same cluster, each its own task "
+        f"index), or raise --worker_timeout_secs")
+    print(f"worker {index} alone ended after {waited:.1f} s")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_a_worker_waiting_for_its_peer(signum, numbers_data, tmp_path):
+    process, peer = start_alone(numbers_data, tmp_path / "run", tmp_path / "w", 1)
+    try:
+        wait_until(lambda: "waiting for worker 0" in (tmp_path / "w.err").read_text(),
+                   [process], "the waiting line")
+        time.sleep(1)   # well inside TensorFlow's start of the cluster
+        process.send_signal(signum)
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    stderr = (tmp_path / "w.err").read_text()
+    assert process.returncode == 128 + signum, stderr[-3000:]
+    assert "(with no limit: set --worker_timeout_secs to bound it)" in stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"t2t-lite-trainer: {signal.Signals(signum).name} received while waiting for the "
+        f"other workers to start; nothing was trained, nothing saved")
+
+
+@pytest.mark.parametrize("tf_config, message", [
+    ({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
+      "task": {"type": "worker", "index": 2}},
+     "TF_CONFIG's task worker 2 is not in its cluster, which has 2 worker address(es)"),
+    ({"task": {"type": "worker", "index": 0}}, "TF_CONFIG has no \"cluster\""),
+])
+def test_a_tf_config_that_does_not_place_this_worker_is_refused(tf_config, message, tmp_path):
+    result = subprocess.run(trainer_command(tmp_path / "data", tmp_path / "run"),
+                            env={**ENV, "TF_CONFIG": json.dumps(tf_config)},
+                            capture_output=True, text=True, timeout=DEADLINE)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {message}")
+    assert not (tmp_path / "run").exists()
 
 
 # Pieces, in process ------------------------------------------------------------------

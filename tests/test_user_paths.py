@@ -202,3 +202,20 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_writer(tmp_path)
     with atomic_path(shard) as tmp:
         tmp.write_text("x")
     assert shard.read_text() == "x" and not stale.exists()
+
+
+def test_of_two_writers_of_one_output_the_second_to_finish_is_refused(tmp_path):
+    from t2t_lite.errors import UserError
+    target = tmp_path / "out.txt"
+    target.write_text("old\n")
+    first = AtomicOutput(target, "--decode_to_file")
+    second = AtomicOutput(target, "--decode_to_file")
+    first.write(b"first\n")
+    first.commit()
+    second.write(b"second\n")
+    with pytest.raises(UserError, match=r"^--decode_to_file=.*out.txt was written by another "
+                                        r"process while this one ran; this output was "
+                                        r"discarded"):
+        second.commit()
+    assert target.read_text() == "first\n"
+    assert [path.name for path in tmp_path.iterdir()] == ["out.txt"]   # no temporary left

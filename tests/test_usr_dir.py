@@ -178,6 +178,22 @@ def test_a_module_that_raises_shows_its_own_traceback(tmp_path):
     assert lines[-1] == "FileNotFoundError: my_corpus.tsv is not there"
 
 
+def test_a_syntax_error_shows_its_file_and_line_without_importlibs_frames(tmp_path):
+    package = write_package(tmp_path)
+    (package / "__init__.py").write_text("def helper(:\n    pass\n")
+    result = run("datagen", "--t2t_usr_dir=my_t2t", "--problem=x", "--data_dir=d",
+                 cwd=tmp_path, timeout=60)
+    assert result.returncode == 1
+    err = result.stderr
+    assert "importlib" not in err and "<frozen" not in err and "t2t_lite/" not in err, err
+    lines = err.strip().splitlines()
+    lines = lines[[line.startswith("error:") for line in lines].index(True):]
+    assert lines[0] == ("error: --t2t_usr_dir=my_t2t failed to import; the traceback below "
+                        "is from its code")
+    assert "my_t2t/__init__.py" in lines[1] and "line 1" in lines[1]
+    assert lines[-1].startswith("SyntaxError: ")
+
+
 def test_a_name_taken_by_a_builtin_is_refused_with_the_users_traceback(tmp_path):
     write_package(tmp_path, clash="""
         from t2t_lite.registry import register_model

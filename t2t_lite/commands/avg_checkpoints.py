@@ -44,14 +44,25 @@ def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 def main(argv: Optional[List[str]] = None) -> int:
     return run_command(build_parser(), argv, run, required=("output_dir",), check=check_flags,
-                       before_tensorflow=check_run_dir)
+                       before_tensorflow=check_run_dir, failure_types=failure_types)
+
+
+def failure_types() -> tuple:
+    """A full disk while writing: one ``error:`` line, exit status 1, nothing left."""
+    from t2t_lite.runs.averaging import AveragingWriteError
+    return (AveragingWriteError,)
 
 
 def check_run_dir(args: argparse.Namespace) -> None:
     """Before TensorFlow starts: the ``--t2t_usr_dir`` the run recorded (if any) is still
-    there."""
+    there, and the averaged checkpoint's directory can be written (or created)."""
+    from t2t_lite.user_paths import creatable_dir
     from t2t_lite.usr_dir import check_run_usr_dir
     check_run_usr_dir(args.output_dir, args.t2t_usr_dir)
+    if args.output_path:
+        creatable_dir(Path(args.output_path).parent, "--output_path")
+    else:
+        creatable_dir(Path(args.output_dir) / DEFAULT_OUTPUT.parent, "--output_dir")
 
 
 def run(args: argparse.Namespace) -> str:

@@ -7,6 +7,7 @@ Nothing here imports TensorFlow: every command answers ``--help`` without it."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from typing import Callable, List, Optional, Sequence
 
@@ -55,7 +56,7 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
     TensorFlow (a mistake is then one line at once, not after TensorFlow's start-up)."""
     args = parser.parse_args(argv)
     if args.registry_help:
-        return print_registry_help(args.t2t_usr_dir)
+        return print_registry_help(args.t2t_usr_dir, getattr(args, "verbosity", None))
     require(parser, args, *required)
     if check is not None:
         check(parser, args)
@@ -72,7 +73,7 @@ def run_command(parser: argparse.ArgumentParser, argv: Optional[List[str]],
             return body(args)
         except failure_types() as error:
             raise ExplainedFailure(str(error)) from error
-    return run_reporting_errors(run, (ExplainedFailure,))
+    return run_reporting_errors(run, (ExplainedFailure,), parser.prog)
 
 
 class ExplainedFailure(Exception):
@@ -86,11 +87,15 @@ def prints_devices(body: Callable) -> Callable:
     return body
 
 
-def print_registry_help(usr_dir: str = "") -> int:
-    """Prints the registries (after importing ``--t2t_usr_dir``, so its names show)."""
+def print_registry_help(usr_dir: str = "", verbosity: Optional[int] = None) -> int:
+    """Prints the registries (after importing ``--t2t_usr_dir``, so its names show; its
+    modules may import TensorFlow or Keras, so TensorFlow is started quietly first)."""
     from t2t_lite import registry
 
     def body():
+        if usr_dir:
+            check_usr_dir(usr_dir)
+            start_tensorflow(verbosity)
         import_usr_dir(usr_dir)
         print(registry.registry_help())
     return run_reporting_errors(body)
@@ -127,18 +132,25 @@ def user_error_types() -> tuple:
     return (UserError, FileNotFoundError)
 
 
-def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) -> int:
+def run_reporting_errors(body: Callable[[], object], failure_types: tuple = (),
+                         prog: str = "t2t-lite") -> int:
     """Runs ``body`` and returns 0, or the int ``body`` returned; a user error prints
     ``error: ...`` to stderr and returns 2; one of ``failure_types`` (a run that failed
     for a reason it explains, such as a NaN loss) prints the same way and returns 1. A ``--t2t_usr_dir`` whose own code raised on import
     prints one line naming it, then the traceback of that code, and returns 1. Output
     piped to a reader that has gone (``| head``) ends quietly with ``SIGPIPE_STATUS``, as
-    other Unix tools do."""
+    other Unix tools do; Ctrl-C (``KeyboardInterrupt``) prints one line and returns
+    ``SIGINT_STATUS``."""
     try:
         status = body()
         sys.stdout.flush()  # a reader that has gone shows here, not at interpreter exit
     except BrokenPipeError:
         return closed_stdout_status()
+    except KeyboardInterrupt as error:  # Ctrl-C (or ``Terminated``) where nothing is saved
+        signum = getattr(error, "signum", 2)
+        name = "SIGTERM" if signum == 15 else "SIGINT"
+        print(f"{prog}: interrupted ({name}); nothing was saved", file=sys.stderr)
+        return 128 + signum
     except user_error_types() as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -155,6 +167,33 @@ def run_reporting_errors(body: Callable[[], object], failure_types: tuple = ()) 
 
 
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
+SIGINT_STATUS = 128 + 2    # what a shell reports for a tool ended by Ctrl-C
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C's ``KeyboardInterrupt`` so that ``with`` blocks clean up
+    (``sigterm_raises``); ``run_reporting_errors`` reports it and returns 143."""
+
+    signum = 15
+
+
+@contextlib.contextmanager
+def sigterm_raises():
+    """Within the block, SIGTERM raises ``Terminated`` in the main thread (temporary
+    files are removed on the way out) instead of ending the process at once."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum, frame):
+        raise Terminated()
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def closed_stdout_status() -> int:

@@ -55,7 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[List[str]] = None) -> int:
     return run_command(build_parser(), argv, run, required=("problem", "data_dir"),
-                       before_tensorflow=check_before_tensorflow)
+                       before_tensorflow=check_before_tensorflow,
+                       failure_types=lambda: (DiskFullError,))
+
+
+class DiskFullError(RuntimeError):
+    """The disk filled up while datagen wrote; what it was writing was removed."""
 
 
 def check_before_tensorflow(args: argparse.Namespace) -> None:
@@ -83,12 +88,29 @@ def run(args: argparse.Namespace) -> None:
     # Not created here: a problem that downloads creates it (fetch_raw_files), and one
     # that reads a folder itself (parsing) reports a wrong path as "no such directory".
     existing_or_new_dir(tmp_dir, "--tmp_dir" if args.tmp_dir else "--data_dir")
-    summary: DatagenSummary = generate_problem_data(problem, args.data_dir, tmp_dir,
-                                                    download=not args.no_download,
-                                                    data_source=args.data_source,
-                                                    tfds_data_dir=args.tfds_data_dir,
-                                                    workers=args.num_workers)
+    try:
+        summary: DatagenSummary = generate_problem_data(problem, args.data_dir, tmp_dir,
+                                                        download=not args.no_download,
+                                                        data_source=args.data_source,
+                                                        tfds_data_dir=args.tfds_data_dir,
+                                                        workers=args.num_workers)
+    except Exception as error:
+        if not is_disk_full(error):
+            raise
+        raise DiskFullError(f"no space left on device while writing --data_dir="
+                            f"{args.data_dir}; the file being written was removed, complete "
+                            f"splits are kept. Free space on that disk and re-run: it goes "
+                            f"on from there") from None
     print(summary.format())
+
+
+def is_disk_full(error: BaseException) -> bool:
+    """``OSError(ENOSPC)``, or TensorFlow's error of a write that found the disk full."""
+    import errno
+    if isinstance(error, OSError):
+        return error.errno == errno.ENOSPC
+    return "No space left on device" in str(error) and \
+        type(error).__module__.startswith("tensorflow")
 
 
 if __name__ == "__main__":

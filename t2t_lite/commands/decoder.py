@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, TextIO
 
-from t2t_lite.commands.common import command_parser, run_command
+from t2t_lite.commands.common import command_parser, run_command, sigterm_raises
 from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_decoder_command
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, creatable_file, path_error, readable_file
@@ -105,7 +105,7 @@ def decode(args: argparse.Namespace) -> None:
     # Opened before any work: an unwritable path fails now, and an existing file is only
     # replaced (by rename) once every translation is written.
     output = AtomicOutput(args.decode_to_file, "--decode_to_file") if args.decode_to_file else None
-    with output or contextlib.nullcontext():
+    with sigterm_raises(), output or contextlib.nullcontext():  # SIGTERM: temp file removed
         _decode(args, output)
 
 
@@ -147,7 +147,8 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     start = time.perf_counter()
     with tqdm(total=len(todo), unit="sent", desc="decoding", file=sys.stderr,
               dynamic_ncols=True) as bar:
-        nbest = translator.translate_encoded(encoded, progress=bar.update)
+        nbest = translator.translate_encoded(
+            encoded, progress=lambda done: (bar.update(done), stop_if_reader_gone(output)))
     seconds = time.perf_counter() - start
 
     hypotheses = [""] * len(sources)
@@ -162,6 +163,7 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     else:
         sys.stdout.buffer.write(text)
         sys.stdout.buffer.flush()
+        stop_if_reader_gone(output)   # all of it fitted in the pipe, but no one reads it
     print(f"decoded {len(sources)} lines ({len(todo)} translated, "
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
           f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
@@ -182,6 +184,14 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         report = score_report(problem, hypotheses, sources, args.decode_reference,
                               references)
         print(report, file=sys.stdout if args.decode_to_file else sys.stderr)
+
+
+def stop_if_reader_gone(output: Optional[AtomicOutput]) -> None:
+    """Writing to stdout (``output`` is None) piped to a reader that has gone (``| head``):
+    raises ``BrokenPipeError`` (exit status 141) instead of translating for nobody."""
+    from t2t_lite.decoding.lines import reader_gone
+    if output is None and reader_gone(sys.stdout):
+        raise BrokenPipeError("stdout's reader has gone")
 
 
 def format_output(problem, source: str, beams, return_beams: bool) -> str:

@@ -35,9 +35,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def check_before_tensorflow(args: argparse.Namespace) -> None:
-    """Before TensorFlow starts, creating nothing: the ``--t2t_usr_dir`` a run being
-    resumed recorded is still there, and ``check_directories``."""
+    """Before TensorFlow starts, creating nothing: ``TF_CONFIG`` (when set) names this
+    task in its cluster, the ``--t2t_usr_dir`` a run being resumed recorded is still
+    there, and ``check_directories``."""
+    from t2t_lite.training.tf_config import read_tf_config
     from t2t_lite.usr_dir import check_run_usr_dir
+    read_tf_config()
     check_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     check_directories(args)
 
@@ -45,9 +48,10 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
 def failure_types() -> tuple:
     """Runs that failed for a reason they explain: one ``error:`` line, exit status 1."""
     from t2t_lite.training.checkpointing import CheckpointSaveError
+    from t2t_lite.training.rendezvous import WorkersMissingError
     from t2t_lite.training.resume import WorkerLostError
     from t2t_lite.training.trainer import NonFiniteLossError
-    return (NonFiniteLossError, CheckpointSaveError, WorkerLostError)
+    return (NonFiniteLossError, CheckpointSaveError, WorkerLostError, WorkersMissingError)
 
 
 @common.prints_devices
@@ -68,10 +72,11 @@ def recorded_usr_dir(output_dir: str) -> str:
 
 def check_directories(flags: Union[argparse.Namespace, TrainerConfig],
                       create: bool = False) -> None:
-    """``--data_dir`` and ``--tmp_dir`` (one clear error naming the flag): no file in the
-    way, and with ``--generate_data`` a data directory files can be made in (created when
+    """``--output_dir`` (a directory files can be made in, or can be created), ``--data_dir``
+    and ``--tmp_dir`` (one clear error naming the flag): no file in the way, and with ``--generate_data`` a data directory files can be made in (created when
     ``create``). Run before TensorFlow starts, creating nothing, and again by ``run``."""
     from t2t_lite.user_paths import creatable_dir, existing_or_new_dir, writable_dir
+    creatable_dir(flags.output_dir, "--output_dir")
     if flags.generate_data:
         (writable_dir if create else creatable_dir)(flags.data_dir, "--data_dir")
     else:
@@ -103,8 +108,13 @@ def train(config: TrainerConfig) -> int:
     exit status (143 after SIGTERM: not a failure, the run resumes from its checkpoint)."""
     from t2t_lite.commands.startup import devices_line
     from t2t_lite.training.preemption import TrainingPreempted
+    from t2t_lite.training.rendezvous import SetupInterrupted
     from t2t_lite.training.trainer import Trainer
-    trainer = Trainer(config)
+    try:
+        trainer = Trainer(config)
+    except SetupInterrupted as stopped:
+        print(f"t2t-lite-trainer: {stopped}", file=sys.stderr, flush=True)
+        return stopped.exit_status
     print(devices_line(strategy_devices(trainer.strategy)), file=sys.stderr, flush=True)
     try:
         trainer.run()

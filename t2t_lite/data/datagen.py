@@ -274,7 +274,8 @@ def _generate_locked(problem: "Problem", data_dir: Path, tmp_dir, download: bool
             summaries[split] = _write_split(problem, vocab, data_dir, reader, split, workers)
         if split != "train":
             problem.write_eval_references(data_dir, tmp_dir, split, summaries[split].reused)
-    _write_manifest(problem, data_dir, skipped)
+    _write_manifest(problem, data_dir, skipped,
+                    _raw_fingerprint(problem, tmp_dir) if data_source == "raw" else {})
     return DatagenSummary(problem.name, str(data_dir), str(vocab_path), vocab.vocab_size,
                           vocab_reused, summaries, skipped)
 
@@ -284,9 +285,51 @@ def manifest_path(data_dir: Union[str, Path], problem_name: str) -> Path:
     return Path(data_dir) / f"{problem_name}-datagen.json"
 
 
-def _write_manifest(problem: "Problem", data_dir: Path, skipped: Dict[str, str]) -> None:
+def _write_manifest(problem: "Problem", data_dir: Path, skipped: Dict[str, str],
+                    raw_files: Dict[str, List[int]]) -> None:
     write_atomically(manifest_path(data_dir, problem.name),
-                     json.dumps({"skipped_splits": skipped}, indent=2))
+                     json.dumps({"skipped_splits": skipped, "raw_files": raw_files}, indent=2))
+
+
+def _raw_paths(problem: "Problem", tmp_dir: Path) -> List[Path]:
+    """The raw files the data is made from that are present in ``tmp_dir``: the
+    problem's ``raw_files``, or the ``split_files`` of a problem that names its files so."""
+    paths = [tmp_dir / raw.name for raw in problem.raw_files()]
+    split_files = getattr(problem, "split_files", None)
+    if split_files is not None:
+        for split in problem.splits:
+            try:
+                paths.extend(split_files(split, tmp_dir))
+            except (RawDataError, ValueError):
+                pass
+    return [path for path in dict.fromkeys(paths) if path.is_file()]
+
+
+def _raw_fingerprint(problem: "Problem", tmp_dir: Path) -> Dict[str, List[int]]:
+    """{path: [size, modification time in ns]} of ``_raw_paths``."""
+    fingerprint = {}
+    for path in _raw_paths(problem, tmp_dir):
+        stat = path.stat()
+        fingerprint[str(path.resolve())] = [stat.st_size, stat.st_mtime_ns]
+    return fingerprint
+
+
+def _check_raw_unchanged(problem: "Problem", data_dir: Path, recorded: Dict[str, List[int]]
+                         ) -> None:
+    """Raises ``UserError`` naming the first raw file that the data in ``data_dir`` was
+    made from and that has changed since (size or modification time); a raw file that
+    is gone is no change (the data is reused offline)."""
+    for name, (size, mtime_ns) in recorded.items():
+        try:
+            stat = Path(name).stat()
+        except OSError:
+            continue
+        if (stat.st_size, stat.st_mtime_ns) != (size, mtime_ns):
+            raise UserError(
+                f"--data_dir={data_dir} holds {problem.name} data made from {name}, which "
+                f"has changed since (size or modification time). To make the data again "
+                f"from it, delete the {problem.name} files of --data_dir (or give a new "
+                f"--data_dir); to keep the old data, restore the old file")
 
 
 def _reuse_complete(problem: "Problem", data_dir: Path,
@@ -294,13 +337,18 @@ def _reuse_complete(problem: "Problem", data_dir: Path,
     """The summary of a complete earlier run in ``data_dir``, or None when anything must
     be (re)generated. Complete: the vocabulary and every split are there, less the splits
     the earlier run skipped (``manifest_path``) whose raw files are still absent from
-    ``tmp_dir`` (``None``: a TFDS source, whose splits do not change)."""
+    ``tmp_dir`` (``None``: a TFDS source, whose splits do not change). A raw file of
+    ``tmp_dir`` that changed since the data was made is refused (``_check_raw_unchanged``).
+    """
     vocab_path = problem.vocab_path(data_dir)
     if not vocab_path.exists():
         return None
     manifest = manifest_path(data_dir, problem.name)
     skipped = (json.loads(manifest.read_text(encoding="utf-8"))["skipped_splits"]
                if manifest.exists() else {})
+    if tmp_dir is not None and manifest.exists():
+        _check_raw_unchanged(problem, data_dir,
+                             json.loads(manifest.read_text(encoding="utf-8")).get("raw_files", {}))
     if tmp_dir is not None and skipped:
         present = {raw.name: tmp_dir / raw.name for raw in problem.raw_files()
                    if (tmp_dir / raw.name).exists()}

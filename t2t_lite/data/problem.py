@@ -178,7 +178,7 @@ class Problem:
         hypotheses by ``eval_metrics``; here the UTF-8 lines of ``path``."""
         data = Path(path).read_bytes()
         try:
-            text = data.decode("utf-8")
+            text = data.decode("utf-8-sig")   # -sig: a leading byte-order mark goes
         except UnicodeDecodeError as error:
             line = data.count(b"\n", 0, error.start) + 1
             raise UserError(f"{path}:{line}: not valid UTF-8 ({error.reason}); fix or "

@@ -152,20 +152,29 @@ def open_lines(path: Union[str, Path]):
 
 
 def read_text(path: Union[str, Path]) -> str:
-    """The whole UTF-8 text of a plain or ``.gz`` file; ``RawDataError`` naming the file
+    """The whole UTF-8 text of a plain or ``.gz`` file (a leading byte-order mark
+    removed); ``RawDataError`` naming the file
     when it cannot be read or decoded."""
     path = Path(path)
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as handle:
+        with opener(path, "rt", encoding="utf-8-sig") as handle:  # -sig: a leading BOM goes
             return handle.read()
     except (OSError, EOFError, UnicodeDecodeError) as error:
         raise RawDataError(f"{path}: cannot read it ({error}); replace it with a readable "
                            f"UTF-8 copy") from None
 
 
+UTF8_BOM = b"\xef\xbb\xbf"   # what Windows editors put at the start of a UTF-8 file
+
+
 def _strip_newline(line: bytes) -> bytes:
     return line.rstrip(b"\r\n")
+
+
+def strip_bom(line: bytes) -> bytes:
+    """The first line of a file without a leading UTF-8 byte-order mark."""
+    return line[len(UTF8_BOM):] if line.startswith(UTF8_BOM) else line
 
 
 def _count_rest(handle) -> int:
@@ -174,7 +183,8 @@ def _count_rest(handle) -> int:
 
 def read_parallel_lines(source_path: Union[str, Path],
                         target_path: Union[str, Path]) -> Iterator[TextPair]:
-    """Aligned lines of two text files (plain or gz) as ``TextPair`` with raw bytes.
+    """Aligned lines of two text files (plain or gz) as ``TextPair`` with raw bytes (a
+    leading byte-order mark removed).
 
     Raises ``RawDataError`` naming both files and both line counts when they differ, and
     naming the file when it is a corrupt gzip.
@@ -200,6 +210,8 @@ def read_parallel_lines(source_path: Union[str, Path],
                             f"{src_count} lines, {target_path} has {tgt_count} lines; they must "
                             f"be aligned line by line (replace them with matching copies)")
                     return
+                if line == 0:
+                    s, t = strip_bom(s), strip_bom(t)
                 line += 1
                 yield TextPair(_strip_newline(s), _strip_newline(t),
                                source_path.name, target_path.name, line)
@@ -272,6 +284,7 @@ def read_sgm(path: Union[str, Path]) -> List[Tuple[str, str, bytes, int]]:
     docid = ""
     with open_lines(path) as handle:
         for number, line in enumerate(handle, start=1):
+            line = strip_bom(line) if number == 1 else line
             doc = _DOC.search(line)
             if doc:
                 docid = doc.group(1).decode("utf-8", "replace")

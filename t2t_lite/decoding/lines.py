@@ -2,15 +2,21 @@
 
 ``split_lines(data)`` cuts raw bytes into lines exactly as a text editor counts them: on
 ``\\n``, one trailing ``\\r`` (CRLF files) removed, no phantom line after a final newline,
-a last line without a newline kept. ``decode_lines`` turns each into text; a line that is
+a last line without a newline kept, and a leading UTF-8 byte-order mark (EF BB BF, as
+Windows editors save) removed. ``decode_lines`` turns each into text; a line that is
 not valid UTF-8 keeps its place: its undecodable bytes become U+FFFD and it is reported
 with its 1-based line number. ``one_line(text)`` makes an output safe to write as one
 line (a newline or carriage return inside a hypothesis becomes a space).
+``reader_gone(stream)`` tells whether the reader of a pipe has gone (``| head -1``), so a
+decoder can stop at once instead of translating for nobody.
 """
 from __future__ import annotations
 
 import dataclasses
+import select
 from typing import List, Tuple
+
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +33,9 @@ class BadLine:
 
 
 def split_lines(data: bytes) -> List[bytes]:
-    """Raw bytes -> lines without their terminators (``\\n`` or ``\\r\\n``)."""
+    """Raw bytes -> lines without their terminators (``\\n`` or ``\\r\\n``) and without
+    a leading byte-order mark."""
+    data = data[len(UTF8_BOM):] if data.startswith(UTF8_BOM) else data
     if not data:
         return []
     lines = data.split(b"\n")
@@ -57,3 +65,14 @@ def one_line(text: str, separator: str = " ") -> str:
     """``text`` with line breaks (and, for tab-separated output, tabs) turned into spaces."""
     text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
     return text.replace("\t", " ") if separator == "\t" else text
+
+
+def reader_gone(stream) -> bool:
+    """True when ``stream`` is a pipe whose reading end has been closed (a write would
+    fail with ``BrokenPipeError``); False for files, terminals and open pipes."""
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no descriptor (a test's capture)
+        return False

@@ -125,7 +125,7 @@ def read_test_trees(path: Union[str, Path]) -> List[Optional[Tree]]:
         raise UserError(f"parsed file {path} is a directory; pass the decoder's output file")
     if not path.is_file():
         raise FileNotFoundError(f"parsed file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")   # -sig: a leading byte-order mark goes
     return [parse_test_line(line, str(path), number)
             for number, line in enumerate(text.splitlines(), start=1)]
 

@@ -205,7 +205,7 @@ def read_mrg(path: Union[str, Path], normalized: bool = True) -> List[Tree]:
     tree with no words.
     """
     path = Path(path)
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")   # -sig: a leading byte-order mark goes
     trees = parse_trees(text, str(path))
     if not normalized:
         return trees

@@ -13,8 +13,10 @@ path (``check_output_path``): the trainer writes and deletes those names.
 """
 from __future__ import annotations
 
+import errno
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
@@ -47,7 +49,7 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
     if not checkpoints:
         raise ValueError("no checkpoints to average")
     check_output_path(output_dir, output_path)
-    paths = [resolve_checkpoint(output_dir, path) for path in checkpoints]
+    paths = [_resolve(output_dir, path) for path in checkpoints]
     run_config = RunConfig.load(str(output_dir))
     model = build_model(run_config)
     variables = model.variables
@@ -67,13 +69,59 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
         else:
             variable.assign(total)
     output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint = tf.train.Checkpoint(model=model)
-    checkpoint.save_counter  # noqa: B018 -- created, so written: restores expect it
-    written = checkpoint.write(str(output_path))
-    Path(str(output_path) + ".averaged.json").write_text(
-        json.dumps({"output_dir": str(output_dir), "checkpoints": paths}, indent=2) + "\n")
+    created = not output_path.parent.exists()
+    try:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        checkpoint = tf.train.Checkpoint(model=model)
+        checkpoint.save_counter  # noqa: B018 -- created, so written: restores expect it
+        written = checkpoint.write(str(output_path))
+        Path(str(output_path) + ".averaged.json").write_text(
+            json.dumps({"output_dir": str(output_dir), "checkpoints": paths}, indent=2) + "\n")
+    except (tf.errors.OpError, OSError) as error:
+        if not _is_disk_full(error):
+            raise
+        _remove_partial_write(output_path, created)
+        raise AveragingWriteError(f"no space left on device while writing {output_path}; "
+                                  f"nothing was left there. Free space on that disk (or "
+                                  f"give another --output_path) and re-run") from None
     return written
+
+
+def _resolve(output_dir: PathLike, path: PathLike) -> str:
+    """``resolve_checkpoint``; its error names the ``--checkpoints`` entry."""
+    try:
+        return resolve_checkpoint(output_dir, path)
+    except CheckpointError as error:
+        raise type(error)(str(error).replace("--checkpoint_path=",
+                                             "--checkpoints entry ")) from None
+
+
+class AveragingWriteError(RuntimeError):
+    """The averaged checkpoint could not be written (the disk is full)."""
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    if isinstance(error, OSError):
+        return error.errno == errno.ENOSPC
+    return isinstance(error, tf.errors.ResourceExhaustedError) and \
+        "No space left on device" in str(error)
+
+
+def _remove_partial_write(output_path: Path, created_parent: bool) -> None:
+    """Deletes what a failed write of ``output_path`` left: its ``_temp`` directories, its
+    index, data and ``.averaged.json`` files, and its directory when this run made it."""
+    parent = output_path.parent
+    for path in parent.glob(output_path.name + "*"):
+        rest = path.name[len(output_path.name):]
+        if rest.startswith("_temp") and path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        elif rest in (".index", ".averaged.json") or rest.startswith(".data-"):
+            path.unlink(missing_ok=True)
+    if created_parent:
+        try:
+            parent.rmdir()
+        except OSError:
+            pass
 
 
 def check_output_path(output_dir: PathLike, output_path: PathLike) -> None:

@@ -95,6 +95,10 @@ def export_translator(model, vocabulary: Vocabulary, decode_hparams: DecodeHPara
     export_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=export_dir.parent, prefix=f".{export_dir.name}.",
                                     suffix=".partial"))
+    # mkdtemp makes it 0700; the export gets the mode of the empty directory it replaces,
+    # or a new directory's (umask), so that a server under another user can read it.
+    os.chmod(staging, export_dir.stat().st_mode & 0o7777 if export_dir.is_dir()
+             else 0o777 & ~_umask())
     try:
         tf.saved_model.save(module, str(staging), signatures={"serving_default": signature})
         record = dict(info or {})
@@ -111,10 +115,30 @@ def export_translator(model, vocabulary: Vocabulary, decode_hparams: DecodeHPara
             raise UserError(f"--export_dir={export_dir} was filled by another process "
                             f"while this export ran; this export was discarded (choose a "
                             f"new directory)") from None
+    except (tf.errors.OpError, OSError) as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        if not _is_disk_full(error):
+            raise
+        raise UserError(f"no space left on device while exporting to --export_dir="
+                        f"{export_dir}; nothing was left there. Free space on that disk (or "
+                        f"choose another --export_dir) and re-run") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return export_dir
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _is_disk_full(error: BaseException) -> bool:
+    if isinstance(error, OSError):
+        return error.errno == errno.ENOSPC
+    return isinstance(error, tf.errors.ResourceExhaustedError) and \
+        "No space left on device" in str(error)
 
 
 def _refuse_filled(export_dir: Path) -> None:

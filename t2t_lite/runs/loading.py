@@ -130,19 +130,33 @@ def restore_model(model: keras.Model, checkpoint_path: str) -> None:
     """Restores every variable of ``model`` from ``checkpoint_path`` (a prefix).
 
     Optimizer state in the checkpoint is ignored; a model variable that the checkpoint
-    does not hold raises ``CheckpointError`` (a checkpoint of another model or size).
+    does not hold, or holds with another shape, raises ``CheckpointError`` (a
+    checkpoint of another model or size).
     """
     missing = untracked_variables(model)
     if missing:
         raise CheckpointError(f"{len(missing)} variables of the model are not tracked for "
                               f"checkpoints and cannot be restored (a model bug: track "
                               f"layers as attributes), e.g. {missing[:3]}")
+    logger, level = tf.get_logger(), tf.get_logger().level
     try:
         status = tf.train.Checkpoint(model=model).restore(checkpoint_path).expect_partial()
     except CHECKPOINT_DAMAGE_ERRORS as error:
         raise DamagedCheckpointError(f"{checkpoint_path} is damaged and cannot be read "
                                      f"({damage_reason(error)}); use another checkpoint, "
                                      f"e.g. an older ckpt-N of the run") from None
+    except ValueError as error:   # a variable of another shape: another run's checkpoint
+        if "incompatible" not in str(error):
+            raise
+        # The failed restore stays attached to the model and, when the model is collected
+        # (at exit, at the latest), warns about every value it did not restore: ~100
+        # lines after the one error line. Keep TensorFlow's Python warnings off from here.
+        level = "ERROR"
+        raise CheckpointError(f"{checkpoint_path} does not fit the run's model: "
+                              f"{' '.join(str(error).split())} (a checkpoint of another "
+                              f"run, or a changed run_config.json?)") from None
+    finally:
+        logger.setLevel(level)
     try:
         status.assert_existing_objects_matched()
     except AssertionError as error:

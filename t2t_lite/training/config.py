@@ -84,6 +84,7 @@ class TrainerConfig:
                                  default=3, type=non_negative_int)
     worker_timeout_secs: int = flag(
         "several workers (TF_CONFIG): stop with an error when another worker has not "
-        "answered (collective or heartbeat) for N seconds (0: TensorFlow's defaults, a 10 s "
+        "started within N seconds, or has not answered (collective or heartbeat) for N "
+        "seconds (0: wait for every worker to start; then TensorFlow's defaults, a 10 s "
         "heartbeat timeout)", default=0, type=non_negative_int)
     usr_dir: str = ""  # --t2t_usr_dir, imported; recorded in run_config.json (not a flag here)

@@ -3,13 +3,13 @@ or MultiWorkerMirrored when ``TF_CONFIG`` describes several workers.
 """
 from __future__ import annotations
 
-import json
-import os
 from typing import Optional
 
 import tensorflow as tf
 
 from t2t_lite.errors import UserError
+from t2t_lite.training import rendezvous
+from t2t_lite.training.tf_config import read_tf_config
 
 
 def split_cpu(num_devices: int) -> None:
@@ -29,15 +29,10 @@ def split_cpu(num_devices: int) -> None:
 
 
 def num_workers_in_tf_config() -> int:
-    """Workers (chief included) described by the ``TF_CONFIG`` environment variable."""
-    raw = os.environ.get("TF_CONFIG")
-    if not raw:
-        return 1
-    try:
-        cluster = json.loads(raw).get("cluster", {})
-    except json.JSONDecodeError as error:
-        raise UserError(f"TF_CONFIG is not valid JSON: {error}") from None
-    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+    """Workers (chief included) described by the ``TF_CONFIG`` environment variable
+    (``UserError`` when it is malformed: ``tf_config.read_tf_config``)."""
+    config = read_tf_config()
+    return config.num_workers if config is not None else 1
 
 
 def make_strategy(worker_gpu: Optional[int] = None, cpu_devices: int = 1,
@@ -81,7 +76,16 @@ def multi_worker_strategy(worker_timeout_secs: int = 0
     sent no heartbeat for that long (a killed, frozen or unreachable worker). With 0,
     TensorFlow's defaults apply: no collective timeout, 10 s heartbeat timeout.
     TensorFlow keeps one sleeping thread per collective for the length of the timeout.
+
+    First the workers meet in Python (``rendezvous.wait_for_peers``): it names the
+    workers it waits for, gives up after ``worker_timeout_secs`` (> 0) with
+    ``rendezvous.WorkersMissingError``, and ends on SIGTERM or SIGINT
+    (``rendezvous.SetupInterrupted``).
     """
+    config = read_tf_config()
+    peers = rendezvous.peer_addresses(config.cluster, config.task_type, config.task_index)
+    rendezvous.wait_for_peers(config.cluster[config.task_type][config.task_index], peers,
+                              worker_timeout_secs)
     if worker_timeout_secs <= 0:
         return tf.distribute.MultiWorkerMirroredStrategy()
     _configure_heartbeat_timeout(worker_timeout_secs)

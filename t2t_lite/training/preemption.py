@@ -1,9 +1,10 @@
-"""Graceful stop on SIGTERM (cloud preemption, Kubernetes pod eviction).
+"""Graceful stop on SIGTERM (cloud preemption, Kubernetes pod eviction) and SIGINT (Ctrl-C).
 
-``StopOnSignal`` catches SIGTERM while training runs; at each step boundary the trainer
+``StopOnSignal`` catches SIGTERM and SIGINT while training runs; at each step boundary the trainer
 asks ``requested(...)``, saves a checkpoint when it is true and raises
 ``TrainingPreempted``, which ``t2t-lite-trainer`` prints as one line before exiting with
-status 143 (128 + SIGTERM, what a shell reports for a process that SIGTERM ended).
+status 143 (128 + SIGTERM, what a shell reports for a process that SIGTERM ended), or 130
+after SIGINT (128 + SIGINT).
 
 With one worker the flag is read as it is at the step boundary. With several, every
 worker must stop, and save, after the same step, even when only one was signalled: each
@@ -24,44 +25,63 @@ import signal
 import threading
 
 EXIT_STATUS = 128 + signal.SIGTERM
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class TrainingPreempted(Exception):
-    """Training stopped on SIGTERM after saving a checkpoint; rerunning resumes it."""
+    """Training stopped on SIGTERM or SIGINT after saving a checkpoint; rerunning resumes
+    it. ``exit_status``: 128 + the signal (143 for SIGTERM, 130 for SIGINT)."""
 
-    exit_status = EXIT_STATUS
+    def __init__(self, message: str, exit_status: int = EXIT_STATUS):
+        super().__init__(message)
+        self.exit_status = exit_status
 
 
 class StopOnSignal:
-    """Context manager; ``arm()`` installs the SIGTERM handler, leaving restores the old one.
+    """Context manager; ``arm()`` installs the SIGTERM and SIGINT handlers, leaving
+    restores the old ones.
 
     Before ``arm()`` (run directory, data, model set-up) SIGTERM keeps its default
-    action: nothing has been trained that a checkpoint would keep.
+    action and SIGINT raises ``KeyboardInterrupt`` (one line, exit status 130: see
+    ``commands.common``): nothing has been trained that a checkpoint would keep.
     """
 
     def __init__(self, multi_worker: bool):
         self._multi_worker = multi_worker
         self._received = False
-        self._previous = None
+        self.signum = signal.SIGTERM   # the signal received (SIGTERM until one is)
+        self._previous = {}
 
     def __enter__(self) -> "StopOnSignal":
         return self
 
     def arm(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+            self._previous = {signum: signal.signal(signum, self._on_signal)
+                              for signum in STOP_SIGNALS}
 
     def __exit__(self, *exc_info) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
-            self._previous = None
+        for signum, previous in self._previous.items():
+            if previous is not None:
+                signal.signal(signum, previous)
+        self._previous = {}
 
     def _on_signal(self, signum, frame) -> None:
+        if not self._received:
+            self.signum = signal.Signals(signum)
         self._received = True
 
     @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_status(self) -> int:
+        return 128 + int(self.signum)
+
+    @property
     def received(self) -> bool:
-        """This process got SIGTERM (what it passes to the next train step)."""
+        """This process got SIGTERM or SIGINT (what it passes to the next train step)."""
         return self._received
 
     def requested(self, stop_requests: float = 0.0) -> bool:

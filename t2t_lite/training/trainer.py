@@ -107,7 +107,8 @@ class Trainer:
     def _write_run_dir(self, run_config: RunConfig) -> None:
         """Once the model is built (the configuration is valid), the chief locks the run
         directory against a second trainer, removes partial checkpoint writes a killed
-        save left, and writes the vocabulary and run_config.json. Other workers write
+        save left, makes the checkpoint state file match the checkpoints on disk
+        (``checkpointing.reconcile_state``), and writes the vocabulary and run_config.json. Other workers write
         nothing there."""
         if not self.chief:
             return
@@ -117,6 +118,7 @@ class Trainer:
         if existing is not None:
             run_config.check_same_run(existing, output_dir)
         checkpointing.remove_stale_temp_dirs(output_dir)
+        checkpointing.reconcile_state(output_dir)
         self.vocabulary.copy_to(output_dir)
         run_config.save(output_dir)
 
@@ -139,7 +141,8 @@ class Trainer:
         else:
             reader = tf.train.CheckpointManager(checkpoint, self.config.output_dir,
                                                 max_to_keep=None)
-            restored = checkpointing.RunCheckpoints(checkpoint, reader).restore()
+            restored = checkpointing.RunCheckpoints(checkpoint, reader,
+                                                    writes_state=False).restore()
         if distribution.is_multi_worker():
             step = int(checkpoint.optimizer.iterations.numpy())
             resume.check_same_step(self.strategy, step, self.config.output_dir)
@@ -167,7 +170,7 @@ class Trainer:
     def _stop_if_requested(self, stop: preemption.StopOnSignal, stop_requests: float,
                            checkpoints: checkpointing.RunCheckpoints, step: int) -> None:
         """At a step boundary: when this worker (one worker) or any worker (several: the
-        step's all-reduced ``stop_requests``) got SIGTERM, saves a checkpoint (unless one
+        step's all-reduced ``stop_requests``) got SIGTERM or SIGINT, saves a checkpoint (unless one
         of this step exists) and raises ``TrainingPreempted``."""
         if not stop.requested(stop_requests) or step >= self.train_steps:
             return
@@ -177,9 +180,9 @@ class Trainer:
         who = "this worker" if stop.received else "another worker"
         everywhere = " on every worker" if distribution.is_multi_worker() else ""
         raise preemption.TrainingPreempted(
-            f"SIGTERM received by {who}: saved {saved} after step {step} and stopped; "
-            f"re-run the same command{everywhere} to resume from it "
-            f"(exit status {preemption.EXIT_STATUS})")
+            f"{stop.signal_name} received by {who}: saved {saved} after step {step} and "
+            f"stopped; re-run the same command{everywhere} to resume from it "
+            f"(exit status {stop.exit_status})", stop.exit_status)
 
     # Training -----------------------------------------------------------------------
     def run(self) -> Dict[str, float]:
@@ -188,7 +191,8 @@ class Trainer:
         not.
 
         Raises:
-          preemption.TrainingPreempted: SIGTERM; a checkpoint of the last step was saved.
+          preemption.TrainingPreempted: SIGTERM or SIGINT; a checkpoint of the last step
+            was saved.
           resume.WorkerLostError: another worker died or stopped answering.
           checkpointing.CheckpointSaveError: the disk filled up while saving.
         """
