@@ -53,8 +53,7 @@ import tensorflow as tf
 from keras import ops
 
 from t2t_lite.layers.int8 import Int8Kernels, in_xla_context, int8_matmul
-from t2t_lite.layers.quantization import (QuantizableLayer, check_quantization,
-                                          check_quantize_mode)
+from t2t_lite.layers.quantization import QuantizableLayer, check_quantization
 
 
 def padding_mask(ids: tf.Tensor, pad_id: int = 0) -> tf.Tensor:
@@ -139,13 +138,6 @@ class MultiHeadAttention(QuantizableLayer, keras.layers.Layer):
                                              initializer=init)
         if self.quantization == "int8":
             self._make_int8_kernels()
-
-    def quantize(self, mode, config=None, **kwargs):
-        """Quantizes this layer's kernels to int8 (``mode="int8"``; contract in
-        ``t2t_lite.layers.quantization``). ``config``: Keras's default for the mode."""
-        check_quantize_mode(mode)
-        self._make_int8_kernels()
-        self.quantization = "int8"
 
     def _make_int8_kernels(self):
         self.int8_kernels = Int8Kernels({name: getattr(self, name)

@@ -20,8 +20,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers.int8 import Int8Kernels, int8_matmul
-from t2t_lite.layers.quantization import (QuantizableLayer, check_quantization,
-                                          check_quantize_mode)
+from t2t_lite.layers.quantization import QuantizableLayer, check_quantization
 
 
 def timing_signal(positions, channels: int):
@@ -109,13 +108,6 @@ class SharedEmbedding(QuantizableLayer, keras.layers.Layer):
                                                   initializer=init)
         if self.quantization == "int8":
             self._make_int8_kernels()
-
-    def quantize(self, mode, config=None, **kwargs):
-        """Quantizes the pre-softmax projection to int8 (``mode="int8"``; contract in
-        ``t2t_lite.layers.quantization``). ``config``: Keras's default for the mode."""
-        check_quantize_mode(mode)
-        self._make_int8_kernels()
-        self.quantization = "int8"
 
     def _make_int8_kernels(self):
         self.int8_kernels = Int8Kernels(

@@ -13,8 +13,7 @@ from __future__ import annotations
 import keras
 
 from t2t_lite.layers.int8 import Int8Kernels, int8_matmul
-from t2t_lite.layers.quantization import (QuantizableLayer, check_quantization,
-                                          check_quantize_mode)
+from t2t_lite.layers.quantization import QuantizableLayer, check_quantization
 
 
 class FeedForward(QuantizableLayer, keras.layers.Layer):
@@ -48,13 +47,6 @@ class FeedForward(QuantizableLayer, keras.layers.Layer):
         self.output_dense.build(tuple(input_shape[:-1]) + (self.filter_size,))
         if self.quantization == "int8":
             self._make_int8_kernels()
-
-    def quantize(self, mode, config=None, **kwargs):
-        """Quantizes both kernels to int8 (``mode="int8"``; contract in
-        ``t2t_lite.layers.quantization``). ``config``: Keras's default for the mode."""
-        check_quantize_mode(mode)
-        self._make_int8_kernels()
-        self.quantization = "int8"
 
     def _make_int8_kernels(self):
         self.int8_kernels = Int8Kernels({"hidden": self.hidden.kernel,

@@ -43,6 +43,18 @@ class QuantizableLayer:
     quantization = "none"
     int8_kernel_count = 0
 
+    def quantize(self, mode, config=None, **kwargs):
+        """Quantizes this layer's kernels to int8 (``mode="int8"``; the contract in the
+        module docstring). ``config``: Keras's default for the mode."""
+        del config, kwargs
+        check_quantize_mode(mode)
+        self._make_int8_kernels()
+        self.quantization = "int8"
+
+    def _make_int8_kernels(self) -> None:
+        """Derives ``self.int8_kernels`` from the layer's float32 kernels as they are now."""
+        raise NotImplementedError
+
     def set_decode_dtype(self, dtype: str) -> None:
         del dtype
 
