@@ -1,4 +1,4 @@
-"""User-caused failures of the real console commands (issue #12): run as a user would,
+"""User-caused failures of the real console commands: run as a user would,
 from another directory, each must print exactly one ``error:`` line naming the flag or
 file, no traceback, exit with status 2 (a closed stdout: quietly, 141), and lose nothing
 the user made. A wrong flag or path that needs no data to see comes before TensorFlow

@@ -144,7 +144,7 @@ def test_datagen_reuses_only_complete_splits(tmp_path, mini_multi30k):
 
 def test_complete_output_is_reused_offline_without_its_raw_files(tmp_path, mini_multi30k,
                                                                  monkeypatch, capsys):
-    """Bug 2 of issue #14: a re-run on complete data reuses it before fetching anything."""
+    """A re-run on complete data reuses it before fetching anything."""
     data_dir = tmp_path / "data"
     problem = small_multi30k()
     first = generate_problem_data(problem, data_dir, mini_multi30k, download=False)
@@ -195,7 +195,7 @@ def test_a_skipped_split_whose_raw_files_arrive_is_generated_on_rerun(tmp_path, 
 
 @pytest.mark.slow
 def test_trainer_generate_data_and_datagen_share_the_default_tmp_dir(tmp_path, capsys):
-    """Issue #14: without --tmp_dir both look in DATA_DIR/raw."""
+    """Without --tmp_dir both look in DATA_DIR/raw."""
     from t2t_lite.commands import trainer as trainer_command
     data_dir, raw = tmp_path / "data", tmp_path / "data" / "raw"
     raw.mkdir(parents=True)

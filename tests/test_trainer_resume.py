@@ -1,5 +1,5 @@
 """Two workers training together; resume across replicas and workers, SIGTERM preemption
-and worker loss (issue #12).
+and worker loss.
 
 What survives what (docs/training.md has the same table):
   SIGKILL, 2 replicas        test_sigkill_two_replicas_then_rerun_matches_uninterrupted,
