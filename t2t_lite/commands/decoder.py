@@ -9,9 +9,12 @@ Everything about the model comes from the run directory (``run_config.json``, th
 vocabulary, the latest checkpoint or ``--checkpoint_path``). Decode hparams start from
 the problem's defaults (translation: beam 4, alpha 0.6, extra length 50).
 
-Exactly one output line per input line, in input order: an empty or whitespace-only line
-gives an empty line; a line with more tokens than ``max_input_length`` (default: the
-model's ``hparams.max_length``) is truncated, with a warning naming the line; a line that
+Exactly one output line per input line, in input order, written as it is made: the
+input is translated in consecutive chunks (about 32 batches' worth of
+tokens), each chunk's lines written and flushed once it is done (``| head -1`` ends the
+decoder after a chunk, with status 141). An empty or whitespace-only line gives an empty
+line; a line with more tokens than ``max_input_length`` (default: the model's
+``hparams.max_length``) is truncated, with a warning naming the line; a line that
 is not valid UTF-8 is decoded with U+FFFD for its bad bytes, with a warning naming the
 line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; with
 ``return_beams=true`` it is ``beam_size`` tab-separated ``hypothesis<TAB>score`` pairs.
