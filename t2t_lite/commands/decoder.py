@@ -10,9 +10,9 @@ vocabulary, the latest checkpoint or ``--checkpoint_path``). Decode hparams star
 the problem's defaults (translation: beam 4, alpha 0.6, extra length 50).
 
 Exactly one output line per input line, in input order, written as it is made: the
-input is translated in consecutive chunks (about 32 batches' worth of
-tokens), each chunk's lines written and flushed once it is done (``| head -1`` ends the
-decoder after a chunk, with status 141). An empty or whitespace-only line gives an empty
+input is translated in consecutive chunks (about 32 batches' worth of tokens), each
+chunk's lines written and flushed once it is done (``| head -1`` ends the decoder after
+a chunk, with status 141). An empty or whitespace-only line gives an empty
 line; a line with more tokens than ``max_input_length`` (default: the model's
 ``hparams.max_length``) is truncated, with a warning naming the line; a line that
 is not valid UTF-8 is decoded with U+FFFD for its bad bytes, with a warning naming the
@@ -50,7 +50,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, creatable_file, path_error, readable_file
 
 MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
-CHUNK_BATCHES = 32  # output is written every this many batches' worth of input tokens
+CHUNK_BATCHES = 32  # output written every this many batches' worth of input tokens (as --help says)
 
 
 def build_parser() -> argparse.ArgumentParser:
