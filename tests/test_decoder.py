@@ -1,9 +1,16 @@
 """t2t-lite-decoder: one output line per input line, in order, whatever the input holds;
-N-best output; sacreBLEU against a reference."""
+N-best output; sacreBLEU against a reference; output written as it is made."""
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from t2t_lite.commands import decoder
-from t2t_lite.decoding.lines import decode_lines, split_lines
+from t2t_lite.decoding.lines import chunks, decode_lines, split_lines
 from t2t_lite.decoding.translator import Translator
 from t2t_lite.runs.loading import load_trained_model
 
@@ -60,6 +67,45 @@ def test_odd_lines_keep_count_and_order(capsys, tmp_path):
     texts, _ = decode_lines(split_lines(data))
     wanted = [i for i, text in enumerate(texts) if text.strip()]
     assert [output[i] for i in wanted] == translator.translate([texts[i] for i in wanted])
+
+
+def test_chunks_cover_the_lines_in_order():
+    assert chunks([], 10) == []
+    assert chunks([0, 0], 10) == [range(0, 2)]                    # all blank: one chunk
+    assert chunks([0, 4, 4, 0, 4, 0], 8) == [range(0, 4), range(4, 6)]
+    assert chunks([3, 20, 3], 8) == [range(0, 1), range(1, 2), range(2, 3)]  # 20 alone
+    assert chunks([8, 8], 16) == [range(0, 2)]
+    with pytest.raises(ValueError):
+        chunks([1], 0)
+
+
+@pytest.mark.slow
+def test_head_1_gets_the_first_line_early_and_ends_the_decoder(capsys, tmp_path):
+    """``t2t-lite-decoder | head -1`` on many lines: head's line is the full run's first
+    line, and the decoder ends with 141 long before it has translated the input."""
+    words = ["one", "two hundred", "three thousand and four", "fifty-five", "six"]
+    lines = ["seven hundred and twelve"] + [words[i % 5] for i in range(3999)]
+    data = ("\n".join(lines) + "\n").encode()
+    # Chunks of CHUNK_BATCHES * 64 padded tokens: a few hundred of these short lines.
+    hparams = "beam_size=1,extra_length=3,batch_size=64"
+    source = tmp_path / "input.txt"
+    source.write_bytes(data)
+    command = [str(Path(sys.executable).parent / "t2t-lite-decoder"),
+               f"--output_dir={tiny_run_dir()}", f"--decode_from_file={source}",
+               f"--decode_hparams={hparams}"]
+    result = subprocess.run(
+        ["bash", "-c", f"{shlex.join(command)} | head -1; echo \"${{PIPESTATUS[*]}}\" >&2"],
+        capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"), timeout=600)
+    err = result.stderr.decode()
+    assert err.splitlines()[-1] == "141 0", err          # decoder: SIGPIPE's status
+    assert "Traceback" not in err and "error:" not in err, err
+    assert "decoded 4000 lines" not in err, err
+    reached = max(int(done) for done in re.findall(r"(\d+)/4000", err))
+    assert reached < 2000, err                           # stopped after a chunk or two
+
+    status, output, _, _ = run_decoder(capsys, data, tmp_path, "--decode_hparams", hparams)
+    assert status == 0 and len(output) == 4000
+    assert result.stdout.decode() == output[0] + "\n" and output[0]
 
 
 @pytest.mark.slow

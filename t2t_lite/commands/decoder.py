@@ -9,9 +9,12 @@ Everything about the model comes from the run directory (``run_config.json``, th
 vocabulary, the latest checkpoint or ``--checkpoint_path``). Decode hparams start from
 the problem's defaults (translation: beam 4, alpha 0.6, extra length 50).
 
-Exactly one output line per input line, in input order: an empty or whitespace-only line
-gives an empty line; a line with more tokens than ``max_input_length`` (default: the
-model's ``hparams.max_length``) is truncated, with a warning naming the line; a line that
+Exactly one output line per input line, in input order, written as it is made: the
+input is translated in consecutive chunks (about 32 batches' worth of tokens), each
+chunk's lines written and flushed once it is done (``| head -1`` ends the decoder after
+a chunk, with status 141). An empty or whitespace-only line gives an empty
+line; a line with more tokens than ``max_input_length`` (default: the model's
+``hparams.max_length``) is truncated, with a warning naming the line; a line that
 is not valid UTF-8 is decoded with U+FFFD for its bad bytes, with a warning naming the
 line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; with
 ``return_beams=true`` it is ``beam_size`` tab-separated ``hypothesis<TAB>score`` pairs.
@@ -39,7 +42,7 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence, TextIO
+from typing import Callable, Iterable, List, Optional, Sequence, TextIO, Tuple
 
 from t2t_lite.commands.common import command_parser, run_command, sigterm_raises
 from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_decoder_command
@@ -47,6 +50,7 @@ from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, creatable_file, path_error, readable_file
 
 MAX_WARNINGS = 20  # warnings of one kind printed line by line, then counted
+CHUNK_BATCHES = 32  # output written every this many batches' worth of input tokens (as --help says)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -144,25 +148,17 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
                f"to {cut.kept} (raise --decode_hparams=max_input_length=N)"
                for cut in truncations), "truncated lines")
 
-    start = time.perf_counter()
     with tqdm(total=len(todo), unit="sent", desc="decoding", file=sys.stderr,
               dynamic_ncols=True) as bar:
-        nbest = translator.translate_encoded(
-            encoded, progress=lambda done: (bar.update(done), stop_if_reader_gone(output)))
-    seconds = time.perf_counter() - start
-
-    hypotheses = [""] * len(sources)
-    outputs = [""] * len(sources)
-    for index, beams in zip(todo, nbest):
-        hypotheses[index] = beams[0][0] if beams else ""
-        outputs[index] = format_output(problem, sources[index], beams, hp.return_beams)
-    text = "".join(line + "\n" for line in outputs).encode("utf-8")
+        hypotheses, seconds = translate_and_write(
+            translator, todo, encoded, len(sources),
+            format_line=lambda index, beams: format_output(problem, sources[index], beams,
+                                                           hp.return_beams),
+            output=output,
+            progress=lambda done: (bar.update(done), stop_if_reader_gone(output)))
     if output is not None:
-        output.write(text)
         output.commit()
     else:
-        sys.stdout.buffer.write(text)
-        sys.stdout.buffer.flush()
         stop_if_reader_gone(output)   # all of it fitted in the pipe, but no one reads it
     print(f"decoded {len(sources)} lines ({len(todo)} translated, "
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
@@ -184,6 +180,45 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         report = score_report(problem, hypotheses, sources, args.decode_reference,
                               references)
         print(report, file=sys.stdout if args.decode_to_file else sys.stderr)
+
+
+def translate_and_write(translator, todo: Sequence[int], encoded: Sequence[Sequence[int]],
+                        num_lines: int, format_line: Callable[[int, list], str],
+                        output: Optional[AtomicOutput],
+                        progress: Callable[[int], None]) -> Tuple[List[str], float]:
+    """Translates the lines ``todo`` (``encoded[j]`` is line ``todo[j]``'s ids; the other
+    of the ``num_lines`` lines are blank) and writes all ``num_lines`` output lines, in
+    input order, to ``output`` (``None``: stdout) as they are done: a chunk of lines
+    (``lines.chunks``: about ``CHUNK_BATCHES`` batches' worth of padded tokens) at a time,
+    flushed, so that a reader of stdout gets the first lines early and ``| head -1`` ends
+    the decoder after a chunk. A line's output is ``format_line(line index, its
+    hypotheses)``, blank lines give "". Returns each line's best hypothesis ("" for
+    blank lines) and the seconds spent translating."""
+    from t2t_lite.decoding.lines import chunks
+
+    line_of = dict(zip(todo, range(len(todo))))   # line index -> index into encoded
+    costs = [0] * num_lines
+    for index, ids in zip(todo, encoded):
+        costs[index] = translator.bucket_for(len(ids))
+    hypotheses = [""] * num_lines
+    seconds = 0.0
+    for lines in chunks(costs, CHUNK_BATCHES * translator.batch_size):
+        chunk = [index for index in lines if index in line_of]
+        start = time.perf_counter()
+        nbest = translator.translate_encoded([encoded[line_of[index]] for index in chunk],
+                                             progress=progress)
+        seconds += time.perf_counter() - start
+        outputs = {}
+        for index, beams in zip(chunk, nbest):
+            hypotheses[index] = beams[0][0] if beams else ""
+            outputs[index] = format_line(index, beams)
+        text = "".join(outputs.get(index, "") + "\n" for index in lines).encode("utf-8")
+        if output is not None:
+            output.write(text)
+        else:
+            sys.stdout.buffer.write(text)
+            sys.stdout.buffer.flush()
+    return hypotheses, seconds
 
 
 def stop_if_reader_gone(output: Optional[AtomicOutput]) -> None:

@@ -7,14 +7,16 @@ Windows editors save) removed. ``decode_lines`` turns each into text; a line tha
 not valid UTF-8 keeps its place: its undecodable bytes become U+FFFD and it is reported
 with its 1-based line number. ``one_line(text)`` makes an output safe to write as one
 line (a newline or carriage return inside a hypothesis becomes a space).
-``reader_gone(stream)`` tells whether the reader of a pipe has gone (``| head -1``), so a
-decoder can stop at once instead of translating for nobody.
+``chunks(costs, budget)`` cuts the lines into consecutive ranges of about ``budget``
+cost each, so a decoder can translate and write its output a chunk at a time, in input
+order. ``reader_gone(stream)`` tells whether the reader of a pipe has gone
+(``| head -1``), so a decoder can stop at once instead of translating for nobody.
 """
 from __future__ import annotations
 
 import dataclasses
 import select
-from typing import List, Tuple
+from typing import List, Sequence, Tuple
 
 UTF8_BOM = b"\xef\xbb\xbf"
 
@@ -65,6 +67,25 @@ def one_line(text: str, separator: str = " ") -> str:
     """``text`` with line breaks (and, for tab-separated output, tabs) turned into spaces."""
     text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
     return text.replace("\t", " ") if separator == "\t" else text
+
+
+def chunks(costs: Sequence[int], budget: int) -> List[range]:
+    """Consecutive ranges of line indices that cover ``range(len(costs))`` in order, each
+    holding lines whose ``costs`` sum to at most ``budget``, or one line that costs more.
+    Lines of cost 0 (blank lines, nothing to translate) stay in the range before them
+    (the first range for leading ones); no range is empty."""
+    if budget < 1:
+        raise ValueError(f"budget must be >= 1, got {budget}")
+    ranges: List[range] = []
+    start, total = 0, 0
+    for index, cost in enumerate(costs):
+        if cost > 0 and total > 0 and total + cost > budget:
+            ranges.append(range(start, index))
+            start, total = index, 0
+        total += cost
+    if start < len(costs):
+        ranges.append(range(start, len(costs)))
+    return ranges
 
 
 def reader_gone(stream) -> bool:
