@@ -12,7 +12,10 @@ is traced once per bucket. A sentence of ``n`` tokens (EOS included) may produce
 ``n + extra_length`` tokens (EOS included), as the paper decodes. Beam size 1 is greedy
 search; otherwise ``beam_search`` with GNMT's length penalty ``alpha``. With
 ``return_beams`` the search does not stop early, so every one of the ``beam_size``
-hypotheses is final (an N-best list). A ``constraint`` (e.g. parsing's ``TreeConstraint``,
+hypotheses is final (an N-best list). With a ``sampler`` (``sampling_method=random``)
+each sentence gets ``num_samples`` random samples instead (``sample_search``), drawn from
+a stream keyed by the sentence's index in the list given to ``translate_encoded`` (or
+``sentence_ids``), so a sentence's samples do not depend on its batch. A ``constraint`` (e.g. parsing's ``TreeConstraint``,
 from ``Problem.decode_constraint``) restricts both searches to outputs it allows.
 
 ``translate_ids`` is one ``tf.function`` over any ``[b, s]`` batch (``s`` padded in the graph
@@ -23,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import random
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -33,6 +37,7 @@ from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
 from t2t_lite.decoding.plan import DecodingPlan
+from t2t_lite.decoding.sampling import Sampler, sample_search
 from t2t_lite.decoding.search_common import SearchConstraint
 from t2t_lite.decoding.step import DecodingState, step_function
 from t2t_lite.errors import UserError
@@ -84,6 +89,9 @@ class Translator:
       batch_size: source tokens (padded) per batch.
       constraint: restricts the search (``initial_state(inputs [b, L], decode_length [b])``,
         ``allowed``, ``update``); None = unconstrained.
+      sampler: draw ``num_samples`` random samples per sentence instead of searching
+        (``beam_size`` and ``return_beams`` are then unused); None = search.
+      num_samples: samples per sentence with a ``sampler``.
 
     Attributes:
       plan: the ``DecodingPlan`` of every search, decided here once from ``beam_size``,
@@ -94,7 +102,8 @@ class Translator:
     def __init__(self, model, vocabulary: Vocabulary, beam_size: int = 4, alpha: float = 0.6,
                  extra_length: int = 50, max_input_length: int = 0, return_beams: bool = False,
                  jit_compile: bool = False, batch_size: int = 4096,
-                 constraint: Optional[SearchConstraint] = None):
+                 constraint: Optional[SearchConstraint] = None,
+                 sampler: Optional[Sampler] = None, num_samples: int = 1):
         if beam_size < 1 or extra_length < 0 or alpha < 0 or batch_size < 1:
             raise UserError(f"Translator needs beam_size >= 1, extra_length >= 0, alpha >= 0 "
                             f"and batch_size >= 1; got beam_size={beam_size}, extra_length="
@@ -108,6 +117,10 @@ class Translator:
         self.jit_compile = bool(jit_compile)
         self.batch_size = int(batch_size)
         self.constraint = constraint
+        self.sampler = sampler
+        self.num_samples = int(num_samples)
+        if self.num_samples < 1:
+            raise UserError(f"num_samples must be >= 1, got {num_samples}")
         hparams = model.hparams
         self.max_input_length = int(max_input_length or hparams.max_length)
         # Learned positions exist only up to max_length: inputs and outputs must fit.
@@ -116,8 +129,12 @@ class Translator:
             self.max_input_length = min(self.max_input_length, self._max_positions)
         self.buckets = bucket_lengths(self.max_input_length)
         self.vocab_size = int(model.vocab_size)
-        self.plan = DecodingPlan.choose(self.beam_size, self.jit_compile,
-                                        quantization_of(model))
+        if sampler is None:
+            self.plan = DecodingPlan.choose(self.beam_size, self.jit_compile,
+                                            quantization_of(model))
+        else:   # m samples a sentence: the step's rows as beam search's k beams
+            self.plan = DecodingPlan(beam_size=self.num_samples,
+                                     growing_cache=not self.jit_compile)
         self._search_fn = tf.function(self._search, jit_compile=self.jit_compile)
         self._bucket_fns: Dict[Optional[int], Callable] = {}
         self._detokenize_fn = tf.function(
@@ -131,12 +148,22 @@ class Translator:
                             constraint: Optional[SearchConstraint] = None) -> "Translator":
         """The ``Translator`` that decodes as ``decode_hparams`` say (beam size, alpha,
         extra length, batch size, N-best, input limit): the one way the decoder, the
-        exporter, the trainer's evaluation and the attention summaries build theirs."""
+        exporter, the trainer's evaluation and the attention summaries build theirs.
+        ``sampling_method=random`` samples (``seed=-1``: a fresh seed, drawn here)."""
+        sampler = None
+        if decode_hparams.sampling:
+            seed = decode_hparams.seed
+            if seed < 0:
+                seed = random.SystemRandom().randrange(2 ** 32)
+            sampler = Sampler(temperature=decode_hparams.sampling_temp,
+                              top_k=decode_hparams.sampling_topk,
+                              top_p=decode_hparams.sampling_topp, seed=seed)
         return cls(model, vocabulary, beam_size=decode_hparams.beam_size,
                    alpha=decode_hparams.alpha, extra_length=decode_hparams.extra_length,
                    max_input_length=decode_hparams.max_input_length,
                    return_beams=decode_hparams.return_beams, jit_compile=jit_compile,
-                   batch_size=decode_hparams.batch_size, constraint=constraint)
+                   batch_size=decode_hparams.batch_size, constraint=constraint,
+                   sampler=sampler, num_samples=decode_hparams.num_samples)
 
     # Shapes ---------------------------------------------------------------------------
     def output_length(self, input_length):
@@ -163,9 +190,11 @@ class Translator:
                          f"{self.max_input_length}; truncate it first (encode does)")
 
     # The search, in the graph ---------------------------------------------------------
-    def _search(self, inputs):
+    def _search(self, inputs, sentence_ids=None):
         """inputs int32 [b, L] (0-padded, EOS-terminated; L static under XLA) ->
-        (ids int32 [b, k, T], scores float32 [b, k]) with T = output_length(L)."""
+        (ids int32 [b, k, T], scores float32 [b, k]) with T = output_length(L); ``k`` is
+        ``num_samples`` with a sampler, whose stream takes each row's id from
+        ``sentence_ids`` int32 [b] (None: the row index)."""
         length = inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]
         max_length = self.output_length(length)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
@@ -177,6 +206,9 @@ class Translator:
             options.update(constraint=self.constraint,
                            constraint_state=self.constraint.initial_state(inputs,
                                                                           decode_length))
+        if self.sampler is not None:
+            return sample_search(step_fn, start, self.plan, decode_length, self.sampler,
+                                 sentence_ids, self.alpha, **options)
         if self.plan.beam_size == 1:
             ids, scores = greedy_search(step_fn, start, self.plan, decode_length, self.alpha,
                                         **options)
@@ -191,8 +223,10 @@ class Translator:
         still padded to their bucket, so the numbers do not depend on this."""
         key = length if self.jit_compile else None
         if key not in self._bucket_fns:
-            self._bucket_fns[key] = self._search_fn.get_concrete_function(
-                tf.TensorSpec([None, key], tf.int32))
+            specs = [tf.TensorSpec([None, key], tf.int32)]
+            if self.sampler is not None:
+                specs.append(tf.TensorSpec([None], tf.int32))
+            self._bucket_fns[key] = self._search_fn.get_concrete_function(*specs)
         return self._bucket_fns[key]
 
     def _translate_ids(self, inputs):
@@ -247,14 +281,21 @@ class Translator:
         return batches
 
     def translate_encoded(self, encoded: Sequence[Sequence[int]],
-                          progress: Optional[Callable[[int], None]] = None
+                          progress: Optional[Callable[[int], None]] = None,
+                          sentence_ids: Optional[Sequence[int]] = None
                           ) -> List[Hypotheses]:
         """EOS-terminated id lists (from ``encode``) -> each one's hypotheses, best first.
 
         A sentence gets ``beam_size`` (text, score) pairs, fewer when early stopping left
-        a beam slot without a finished hypothesis. ``progress(n)`` is called after each
-        batch with the number of sentences it held.
+        a beam slot without a finished hypothesis; with a sampler, ``num_samples`` pairs
+        in draw order, drawn from the stream of its id in ``sentence_ids`` (default: its
+        index in ``encoded``). ``progress(n)`` is called after each batch with the number
+        of sentences it held.
         """
+        if sentence_ids is None:
+            sentence_ids = range(len(encoded))
+        if len(sentence_ids) != len(encoded):
+            raise ValueError(f"{len(sentence_ids)} sentence_ids for {len(encoded)} sentences")
         results: List[Optional[Hypotheses]] = [None] * len(encoded)
         for bucket, indices in self.batches(encoded):
             rows = len(indices)
@@ -263,7 +304,12 @@ class Translator:
             batch[rows:, 0] = EOS_ID  # filler rows under XLA: an empty sentence
             for row, index in enumerate(indices):
                 batch[row, :len(encoded[index])] = encoded[index]
-            ids, scores = self._bucket_fn(bucket)(tf.constant(batch))
+            arguments = [tf.constant(batch)]
+            if self.sampler is not None:
+                ids_of_rows = np.zeros([padded_rows], np.int32)
+                ids_of_rows[:rows] = [sentence_ids[index] for index in indices]
+                arguments.append(tf.constant(ids_of_rows))
+            ids, scores = self._bucket_fn(bucket)(*arguments)
             ids, scores = ids[:rows], scores[:rows].numpy()
             k = ids.shape[1]
             texts = self._detokenize_fn(tf.reshape(ids, [rows * k, -1])).numpy()
