@@ -18,6 +18,16 @@ line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; wi
 The search obeys ``problem.decode_constraint`` (parsing: well-formed trees only), and
 ``problem.postprocess_report`` goes to stderr (parsing: ``repaired k of n outputs``).
 
+``--decode_hparams=sampling_method=random,num_samples=M,seed=S`` draws ``M`` random
+samples per line instead of searching (``sampling_temp``, ``sampling_topk``,
+``sampling_topp``; docs/decoding.md); more than one are written like ``return_beams``'s
+lists. With a seed, a line's samples do not depend on the batching nor on the other lines.
+
+Scoring: ``--score_file=FILE`` (``source<TAB>target`` lines) or ``--score_target_file=TGT``
+(targets aligned with the input lines) writes, per line, the target's log-probability
+under the model (EOS included) and its length-normalised score (GNMT penalty with the
+decode hparams' ``alpha``) as ``LOGPROB<TAB>NORMALISED``.
+
 ``--decode_reference=FILE`` scores the raw hypotheses against ``problem.read_references``
 with the problem's metrics (BLEU: sacreBLEU's score and signature; parsing: EVALB's
 ``parse_f1`` against the gold trees of a ``.mrg`` or one-tree-a-line file, see
@@ -72,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "layer) and an interactive index.html for the translated lines")
     parser.add_argument("--attention_sentences", type=int, default=20,
                         help="with --attention_dir: how many translated lines to draw")
+    parser.add_argument("--score_file", default="",
+                        help="score given translations instead of decoding: lines "
+                             "'source<TAB>target'; writes 'LOGPROB<TAB>NORMALISED' per line")
+    parser.add_argument("--score_target_file", default="",
+                        help="score these targets (one per input line) given the input "
+                             "lines instead of decoding; writes 'LOGPROB<TAB>NORMALISED'")
     parser.add_argument("--jit_compile", action="store_true",
                         help="compile the search with XLA (worth it on GPUs)")
     add_quantize_flag(parser)
@@ -89,14 +105,43 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
     file or an open stdin), the references, and that ``--decode_to_file`` can be created.
     Creates nothing; the checks where the files are used still run."""
     prepare_decoder_command(args)
-    if args.decode_from_file:
+    check_mode_flags(args)
+    if args.score_file:
+        readable_file(args.score_file, "--score_file")
+    elif args.decode_from_file:
         readable_file(args.decode_from_file, "--decode_from_file")
     elif sys.stdin is None:
         raise closed_stdin()
+    if args.score_target_file:
+        readable_file(args.score_target_file, "--score_target_file")
     if args.decode_reference:
         readable_file(args.decode_reference, "--decode_reference")
     if args.decode_to_file:
         creatable_file(args.decode_to_file, "--decode_to_file")
+
+
+def check_mode_flags(args: argparse.Namespace) -> None:
+    """Flags that choose what the decoder does must not contradict each other: scoring
+    (``--score_file`` or ``--score_target_file``, not both) writes scores, so it takes no
+    ``--decode_reference``, ``--attention_dir``, ``--decode_from_file`` beside
+    ``--score_file``, nor ``sampling_method=random``."""
+    from t2t_lite.decoding import parse_decode_hparams
+    scoring = args.score_file or args.score_target_file
+    if not scoring:
+        return
+    if args.score_file and args.score_target_file:
+        raise UserError("--score_file and --score_target_file both given; give one: "
+                        "--score_file=PAIRS, or --decode_from_file=SRC "
+                        "--score_target_file=TGT")
+    if args.score_file and args.decode_from_file:
+        raise UserError("--score_file holds the sources; drop --decode_from_file (or use "
+                        "--decode_from_file=SRC --score_target_file=TGT)")
+    for flag in ("decode_reference", "attention_dir"):
+        if getattr(args, flag):
+            raise UserError(f"--{flag} needs translations; scoring writes scores, so drop "
+                            f"--{flag} or the scoring flag")
+    if parse_decode_hparams(args.decode_hparams).sampling:
+        raise UserError("scoring takes no --decode_hparams=sampling_method=random; drop it")
 
 
 def decode(args: argparse.Namespace) -> None:
@@ -127,10 +172,17 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         print(describe_quantization(quantize_model(model), args.jit_compile),
               file=sys.stderr)
     hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
-    source_name = args.decode_from_file or "<stdin>"
-    data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()
+    if args.score_file:
+        source_name = args.score_file
+        data = read_input_file(args.score_file, "--score_file")
+    else:
+        source_name = args.decode_from_file or "<stdin>"
+        data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()
     sources, bad_lines = decode_lines(split_lines(data))
     warn_lines((f"{source_name}: {bad}" for bad in bad_lines), "lines not valid UTF-8")
+    if args.score_file or args.score_target_file:
+        _score(args, output, model, vocabulary, hp, sources, source_name)
+        return
     references = (read_aligned_references(problem, args.decode_reference, len(sources))
                   if args.decode_reference else None)
 
@@ -148,22 +200,17 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     with tqdm(total=len(todo), unit="sent", desc="decoding", file=sys.stderr,
               dynamic_ncols=True) as bar:
         nbest = translator.translate_encoded(
-            encoded, progress=lambda done: (bar.update(done), stop_if_reader_gone(output)))
+            encoded, progress=lambda done: (bar.update(done), stop_if_reader_gone(output)),
+            sentence_ids=todo)
     seconds = time.perf_counter() - start
 
     hypotheses = [""] * len(sources)
     outputs = [""] * len(sources)
     for index, beams in zip(todo, nbest):
         hypotheses[index] = beams[0][0] if beams else ""
-        outputs[index] = format_output(problem, sources[index], beams, hp.return_beams)
-    text = "".join(line + "\n" for line in outputs).encode("utf-8")
-    if output is not None:
-        output.write(text)
-        output.commit()
-    else:
-        sys.stdout.buffer.write(text)
-        sys.stdout.buffer.flush()
-        stop_if_reader_gone(output)   # all of it fitted in the pipe, but no one reads it
+        outputs[index] = format_output(problem, sources[index], beams,
+                                       hp.return_beams or hp.num_samples > 1)
+    write_output_lines(outputs, output)
     print(f"decoded {len(sources)} lines ({len(todo)} translated, "
           f"{len(sources) - len(todo)} blank) in {seconds:.1f}s, "
           f"{len(todo) / max(seconds, 1e-9):.1f} sentences/s "
@@ -186,6 +233,45 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         print(report, file=sys.stdout if args.decode_to_file else sys.stderr)
 
 
+def write_output_lines(outputs: Sequence[str], output: Optional[AtomicOutput]) -> None:
+    """Writes one line per entry of ``outputs`` to ``output`` (committed) or stdout."""
+    text = "".join(line + "\n" for line in outputs).encode("utf-8")
+    if output is not None:
+        output.write(text)
+        output.commit()
+    else:
+        sys.stdout.buffer.write(text)
+        sys.stdout.buffer.flush()
+        stop_if_reader_gone(output)   # all of it fitted in the pipe, but no one reads it
+
+
+def _score(args: argparse.Namespace, output: Optional[AtomicOutput], model, vocabulary, hp,
+           lines: List[str], source_name: str) -> None:
+    """Scoring mode: ``LOGPROB<TAB>NORMALISED`` per pair (``t2t_lite.decoding.scoring``)."""
+    from t2t_lite.decoding.lines import decode_lines, split_lines
+    from t2t_lite.decoding.scoring import Scorer, format_score, split_pairs
+
+    if args.score_file:
+        sources, targets = split_pairs(lines, args.score_file)
+    else:
+        sources = lines
+        targets, bad_lines = decode_lines(split_lines(
+            read_input_file(args.score_target_file, "--score_target_file")))
+        warn_lines((f"{args.score_target_file}: {bad}" for bad in bad_lines),
+                   "lines not valid UTF-8")
+        if len(targets) != len(sources):
+            raise UserError(f"--score_target_file={args.score_target_file} has "
+                            f"{len(targets)} lines but {source_name} has {len(sources)}; "
+                            f"they must align line by line")
+    scorer = Scorer(model, vocabulary, alpha=hp.alpha, max_input_length=hp.max_input_length,
+                    batch_size=hp.batch_size)
+    start = time.perf_counter()
+    scores = scorer.score(sources, targets)
+    seconds = time.perf_counter() - start
+    write_output_lines([format_score(score) for score in scores], output)
+    print(f"scored {len(scores)} lines in {seconds:.1f}s [alpha={hp.alpha}]", file=sys.stderr)
+
+
 def stop_if_reader_gone(output: Optional[AtomicOutput]) -> None:
     """Writing to stdout (``output`` is None) piped to a reader that has gone (``| head``):
     raises ``BrokenPipeError`` (exit status 141) instead of translating for nobody."""
@@ -203,12 +289,12 @@ def format_output(problem, source: str, beams, return_beams: bool) -> str:
                      f"{score:.6g}" for text, score in beams)
 
 
-def read_input_file(path: str) -> bytes:
-    """The bytes of ``--decode_from_file``; an unreadable file is one error line."""
+def read_input_file(path: str, flag: str = "--decode_from_file") -> bytes:
+    """The bytes of the input file ``flag`` names; an unreadable file is one error line."""
     try:
         return Path(path).read_bytes()
     except OSError as error:
-        raise path_error("--decode_from_file", path, error, "give a file you can read") from None
+        raise path_error(flag, path, error, "give a file you can read") from None
 
 
 def read_stdin() -> bytes:
