@@ -180,3 +180,66 @@ def test_decode_hparams_choose_sampling_and_check_its_values():
                        ("seed=4294967296", "seed"), ("sampling_topk=-1", "sampling_topk")]:
         with pytest.raises(ValueError, match=words):
             parse_decode_hparams(bad)
+
+
+SENTENCES = ["twenty-one", "three hundred and five", "seven thousand and eleven", "nine",
+             "four hundred", "eighty-eight"]
+
+
+def sample_translations(model, vocabulary, sentences, sentence_ids=None, jit_compile=False,
+                        **hparams):
+    from t2t_lite.decoding.translator import Translator
+    text = ",".join(f"{key}={value}" for key, value in {
+        "sampling_method": "random", "num_samples": 3, "seed": 17, "extra_length": 4,
+        **hparams}.items())
+    translator = Translator.from_decode_hparams(model, vocabulary, parse_decode_hparams(text),
+                                                jit_compile=jit_compile)
+    encoded, _ = translator.encode(sentences)
+    return translator.translate_encoded(encoded, sentence_ids=sentence_ids)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_translator_samples_do_not_depend_on_batching(jit_compile):
+    from t2t_lite.runs.loading import load_trained_model
+
+    from run_dir_helpers import tiny_run_dir
+    _, _, model, vocabulary = load_trained_model(tiny_run_dir())
+    whole = sample_translations(model, vocabulary, SENTENCES, jit_compile=jit_compile)
+    assert all(len(samples) == 3 for samples in whole)
+    assert any(len({text for text, _ in samples}) > 1 for samples in whole)
+    # One sentence a batch, and the sentences in another order with their own ids.
+    alone = sample_translations(model, vocabulary, SENTENCES, batch_size=8,
+                                jit_compile=jit_compile)
+    order = [3, 0, 5, 1, 4, 2]
+    shuffled = sample_translations(model, vocabulary, [SENTENCES[i] for i in order],
+                                   sentence_ids=order, jit_compile=jit_compile)
+    for samples, wanted in zip(alone, whole):
+        assert [text for text, _ in samples] == [text for text, _ in wanted]
+        np.testing.assert_allclose([s for _, s in samples], [s for _, s in wanted], rtol=1e-5)
+    for position, index in enumerate(order):
+        assert [t for t, _ in shuffled[position]] == [t for t, _ in whole[index]]
+    # Another seed draws other samples.
+    other = sample_translations(model, vocabulary, SENTENCES, seed=18, jit_compile=jit_compile)
+    assert [[t for t, _ in s] for s in other] != [[t for t, _ in s] for s in whole]
+
+
+@pytest.mark.slow
+def test_decoder_samples_with_int8(capsys, tmp_path):
+    from t2t_lite.commands import decoder
+
+    from run_dir_helpers import tiny_run_dir
+    source, target = tmp_path / "in.txt", tmp_path / "out.txt"
+    source.write_text("\n".join(["twenty-one", "", "nine"]) + "\n")
+    flags = ["--output_dir", str(tiny_run_dir()), "--decode_from_file", str(source),
+             "--decode_to_file", str(target), "--quantize=int8", "--decode_hparams",
+             "sampling_method=random,num_samples=4,seed=3,sampling_topk=5,extra_length=4"]
+    assert decoder.main(flags) == 0, capsys.readouterr().err
+    lines = target.read_text().split("\n")[:-1]
+    assert len(lines) == 3 and lines[1] == ""
+    for line in (lines[0], lines[2]):
+        fields = line.split("\t")
+        assert len(fields) == 8          # 4 (sample, score) pairs
+        assert all(float(score) <= 0 for score in fields[1::2])
+    assert decoder.main(flags) == 0      # the same seed: the same samples
+    assert target.read_text().split("\n")[:-1] == lines
