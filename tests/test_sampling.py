@@ -145,7 +145,7 @@ def test_scores_are_the_model_log_probabilities_of_the_samples():
             np.testing.assert_allclose(scores.numpy()[row, j], total / penalty, rtol=1e-5)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True])
+@pytest.mark.parametrize("jit_compile", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_samples_under_the_tree_constraint_are_trees(jit_compile):
     from test_tree_constraint import LENGTHS, WORDS, constraint, is_tree_over, random_step, \
         source

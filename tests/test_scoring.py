@@ -61,6 +61,7 @@ def test_scores_are_the_models_teacher_forced_log_probabilities(trained_run):
     assert not np.allclose(np.array(other)[:, 0], np.array(scores)[:, 0], atol=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_beam_searchs_best_hypothesis_scores_the_same_with_alpha_zero(trained_run, beam_size):
     model, vocabulary = trained_run
