@@ -15,7 +15,9 @@ search; otherwise ``beam_search`` with GNMT's length penalty ``alpha``. With
 hypotheses is final (an N-best list). With a ``sampler`` (``sampling_method=random``)
 each sentence gets ``num_samples`` random samples instead (``sample_search``), drawn from
 a stream keyed by the sentence's index in the list given to ``translate_encoded`` (or
-``sentence_ids``), so a sentence's samples do not depend on its batch. A ``constraint`` (e.g. parsing's ``TreeConstraint``,
+``sentence_ids``), so a sentence's samples do not depend on its batch. Given
+``prefixes`` (token ids per sentence; empty: none), each output starts with its prefix and
+the search or the sampling continues it (``PrefixConstraint``). A ``constraint`` (e.g. parsing's ``TreeConstraint``,
 from ``Problem.decode_constraint``) restricts both searches to outputs it allows.
 
 ``translate_ids`` is one ``tf.function`` over any ``[b, s]`` batch (``s`` padded in the graph
@@ -37,6 +39,7 @@ from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
 from t2t_lite.decoding.plan import DecodingPlan
+from t2t_lite.decoding.prefix import PrefixConstraint, first_refusal, pad_prefixes
 from t2t_lite.decoding.sampling import Sampler, sample_search
 from t2t_lite.decoding.search_common import SearchConstraint
 from t2t_lite.decoding.step import DecodingState, step_function
@@ -190,11 +193,12 @@ class Translator:
                          f"{self.max_input_length}; truncate it first (encode does)")
 
     # The search, in the graph ---------------------------------------------------------
-    def _search(self, inputs, sentence_ids=None):
+    def _search(self, inputs, sentence_ids=None, prefixes=None):
         """inputs int32 [b, L] (0-padded, EOS-terminated; L static under XLA) ->
         (ids int32 [b, k, T], scores float32 [b, k]) with T = output_length(L); ``k`` is
         ``num_samples`` with a sampler, whose stream takes each row's id from
-        ``sentence_ids`` int32 [b] (None: the row index)."""
+        ``sentence_ids`` int32 [b] (None: the row index). ``prefixes`` int32 [b, P]
+        (0-padded; None: no prefixes) start the outputs."""
         length = inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]
         max_length = self.output_length(length)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
@@ -202,10 +206,12 @@ class Translator:
         start = DecodingState(*self.model.decoding_state(inputs, max_length, self.plan))
         step_fn = step_function(self.model, self.plan)
         options = dict(max_length=max_length, eos_id=EOS_ID)
-        if self.constraint is not None:
-            options.update(constraint=self.constraint,
-                           constraint_state=self.constraint.initial_state(inputs,
-                                                                          decode_length))
+        constraint = self.constraint
+        if prefixes is not None:
+            constraint = PrefixConstraint(prefixes, self.vocab_size, constraint)
+        if constraint is not None:
+            options.update(constraint=constraint,
+                           constraint_state=constraint.initial_state(inputs, decode_length))
         if self.sampler is not None:
             return sample_search(step_fn, start, self.plan, decode_length, self.sampler,
                                  sentence_ids, self.alpha, **options)
@@ -216,18 +222,22 @@ class Translator:
         return beam_search(step_fn, start, self.plan, decode_length, self.alpha,
                            stop_early=not self.return_beams, **options)
 
-    def _bucket_fn(self, length: int) -> Callable:
+    def _bucket_fn(self, length: int, prefixed: bool = False) -> Callable:
         """The search for inputs [None, length], traced on first use: once per bucket
         under XLA (static shapes), once for every bucket without it ([None, None]; the
         growing cache and the id buffers take their lengths at run time). Batches are
         still padded to their bucket, so the numbers do not depend on this."""
         key = length if self.jit_compile else None
-        if key not in self._bucket_fns:
-            specs = [tf.TensorSpec([None, key], tf.int32)]
+        if (key, prefixed) not in self._bucket_fns:
+            specs = {}
             if self.sampler is not None:
-                specs.append(tf.TensorSpec([None], tf.int32))
-            self._bucket_fns[key] = self._search_fn.get_concrete_function(*specs)
-        return self._bucket_fns[key]
+                specs["sentence_ids"] = tf.TensorSpec([None], tf.int32)
+            if prefixed:   # under XLA: as long as the outputs
+                width = self.output_length(length) if self.jit_compile else None
+                specs["prefixes"] = tf.TensorSpec([None, width], tf.int32)
+            self._bucket_fns[key, prefixed] = self._search_fn.get_concrete_function(
+                tf.TensorSpec([None, key], tf.int32), **specs)
+        return self._bucket_fns[key, prefixed]
 
     def _translate_ids(self, inputs):
         """inputs int32 [b, s] (0-padded, EOS-terminated) -> (ids int32 [b, k, T],
@@ -282,7 +292,8 @@ class Translator:
 
     def translate_encoded(self, encoded: Sequence[Sequence[int]],
                           progress: Optional[Callable[[int], None]] = None,
-                          sentence_ids: Optional[Sequence[int]] = None
+                          sentence_ids: Optional[Sequence[int]] = None,
+                          prefixes: Optional[Sequence[Sequence[int]]] = None
                           ) -> List[Hypotheses]:
         """EOS-terminated id lists (from ``encode``) -> each one's hypotheses, best first.
 
@@ -290,12 +301,19 @@ class Translator:
         a beam slot without a finished hypothesis; with a sampler, ``num_samples`` pairs
         in draw order, drawn from the stream of its id in ``sentence_ids`` (default: its
         index in ``encoded``). ``progress(n)`` is called after each batch with the number
-        of sentences it held.
+        of sentences it held. ``prefixes``: each sentence's output prefix (token ids, no
+        EOS; empty: none), kept at the start of every hypothesis; a prefix that does not
+        fit the sentence's output length or that the constraint refuses is a
+        ``UserError`` naming ``sentence_ids[i] + 1`` (the input line) before any decoding.
         """
         if sentence_ids is None:
             sentence_ids = range(len(encoded))
         if len(sentence_ids) != len(encoded):
             raise ValueError(f"{len(sentence_ids)} sentence_ids for {len(encoded)} sentences")
+        if prefixes is not None:
+            if len(prefixes) != len(encoded):
+                raise ValueError(f"{len(prefixes)} prefixes for {len(encoded)} sentences")
+            self.check_prefixes(encoded, prefixes, sentence_ids)
         results: List[Optional[Hypotheses]] = [None] * len(encoded)
         for bucket, indices in self.batches(encoded):
             rows = len(indices)
@@ -304,12 +322,17 @@ class Translator:
             batch[rows:, 0] = EOS_ID  # filler rows under XLA: an empty sentence
             for row, index in enumerate(indices):
                 batch[row, :len(encoded[index])] = encoded[index]
-            arguments = [tf.constant(batch)]
+            arguments = {}
             if self.sampler is not None:
                 ids_of_rows = np.zeros([padded_rows], np.int32)
                 ids_of_rows[:rows] = [sentence_ids[index] for index in indices]
-                arguments.append(tf.constant(ids_of_rows))
-            ids, scores = self._bucket_fn(bucket)(*arguments)
+                arguments["sentence_ids"] = tf.constant(ids_of_rows)
+            if prefixes is not None:
+                arguments["prefixes"] = tf.constant(pad_prefixes(
+                    [prefixes[index] for index in indices] + [[]] * (padded_rows - rows),
+                    self.output_length(bucket)))
+            ids, scores = self._bucket_fn(bucket, prefixes is not None)(tf.constant(batch),
+                                                                         **arguments)
             ids, scores = ids[:rows], scores[:rows].numpy()
             k = ids.shape[1]
             texts = self._detokenize_fn(tf.reshape(ids, [rows * k, -1])).numpy()
@@ -320,6 +343,38 @@ class Translator:
             if progress is not None:
                 progress(rows)
         return results  # type: ignore[return-value]
+
+    def decode_length_of(self, encoded: Sequence[int]) -> int:
+        """The most output tokens (EOS included) of the EOS-terminated source ``encoded``."""
+        return min(len(encoded) + self.extra_length,
+                   self.output_length(self.bucket_for(len(encoded))))
+
+    def check_prefixes(self, encoded: Sequence[Sequence[int]],
+                       prefixes: Sequence[Sequence[int]], sentence_ids: Sequence[int]) -> None:
+        """Every prefix must leave room for EOS in its sentence's output and, with a
+        constraint, be a start of an output the constraint allows; else a ``UserError``
+        naming the input line (``sentence_ids[i] + 1``)."""
+        for index, (source, prefix) in enumerate(zip(encoded, prefixes)):
+            if len(prefix) + 1 > self.decode_length_of(source):
+                raise UserError(
+                    f"line {sentence_ids[index] + 1}: the prefix has {len(prefix)} tokens but "
+                    f"the line's output holds at most {self.decode_length_of(source)} "
+                    f"(EOS included); shorten the prefix or raise extra_length")
+        rows = [index for index, prefix in enumerate(prefixes) if prefix]
+        if self.constraint is None or not rows:
+            return
+        width = max(len(encoded[index]) for index in rows)
+        inputs = np.zeros([len(rows), width], np.int32)
+        for row, index in enumerate(rows):
+            inputs[row, :len(encoded[index])] = encoded[index]
+        lengths = np.array([self.decode_length_of(encoded[index]) for index in rows], np.int32)
+        refusal = first_refusal(self.constraint, inputs, lengths,
+                                pad_prefixes([prefixes[index] for index in rows]))
+        if refusal is not None:
+            row, position = refusal
+            raise UserError(f"line {sentence_ids[rows[row]] + 1}: the prefix cannot start an "
+                            f"output the problem's decode constraint allows (token "
+                            f"{position + 1} is refused); fix or empty that prefix line")
 
     def translate_nbest(self, sentences: Sequence[str]) -> List[Hypotheses]:
         """Each sentence's hypotheses [(text, score)], best first, in input order."""
