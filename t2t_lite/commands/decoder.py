@@ -23,6 +23,12 @@ samples per line instead of searching (``sampling_temp``, ``sampling_topk``,
 ``sampling_topp``; docs/decoding.md); more than one are written like ``return_beams``'s
 lists. With a seed, a line's samples do not depend on the batching nor on the other lines.
 
+``--decode_prefix_file=FILE`` (one line per input line; an empty line: no prefix) starts
+each output with its line's prefix and lets the search (or the sampling) continue it; the
+output includes the prefix, and the problem's constraint (parsing: a well-formed tree)
+covers prefix and continuation. A prefix that leaves no room for EOS or that the
+constraint refuses is an error naming its line.
+
 Scoring: ``--score_file=FILE`` (``source<TAB>target`` lines) or ``--score_target_file=TGT``
 (targets aligned with the input lines) writes, per line, the target's log-probability
 under the model (EOS included) and its length-normalised score (GNMT penalty with the
@@ -82,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "layer) and an interactive index.html for the translated lines")
     parser.add_argument("--attention_sentences", type=int, default=20,
                         help="with --attention_dir: how many translated lines to draw")
+    parser.add_argument("--decode_prefix_file", default="",
+                        help="output prefixes, one per input line (empty line: none): "
+                             "each output starts with its prefix, the search continues it")
     parser.add_argument("--score_file", default="",
                         help="score given translations instead of decoding: lines "
                              "'source<TAB>target'; writes 'LOGPROB<TAB>NORMALISED' per line")
@@ -114,6 +123,8 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
         raise closed_stdin()
     if args.score_target_file:
         readable_file(args.score_target_file, "--score_target_file")
+    if args.decode_prefix_file:
+        readable_file(args.decode_prefix_file, "--decode_prefix_file")
     if args.decode_reference:
         readable_file(args.decode_reference, "--decode_reference")
     if args.decode_to_file:
@@ -136,6 +147,9 @@ def check_mode_flags(args: argparse.Namespace) -> None:
     if args.score_file and args.decode_from_file:
         raise UserError("--score_file holds the sources; drop --decode_from_file (or use "
                         "--decode_from_file=SRC --score_target_file=TGT)")
+    if args.decode_prefix_file:
+        raise UserError("--decode_prefix_file starts decoded outputs; scoring decodes "
+                        "nothing, so drop --decode_prefix_file or the scoring flag")
     for flag in ("decode_reference", "attention_dir"):
         if getattr(args, flag):
             raise UserError(f"--{flag} needs translations; scoring writes scores, so drop "
@@ -185,6 +199,8 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         return
     references = (read_aligned_references(problem, args.decode_reference, len(sources))
                   if args.decode_reference else None)
+    prefix_texts = (read_aligned_prefixes(args.decode_prefix_file, source_name, len(sources))
+                    if args.decode_prefix_file else None)
 
     translator = Translator.from_decode_hparams(
         model, vocabulary, hp, jit_compile=args.jit_compile,
@@ -196,12 +212,16 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
                f"to {cut.kept} (raise --decode_hparams=max_input_length=N)"
                for cut in truncations), "truncated lines")
 
+    prefixes = None
+    if prefix_texts is not None:
+        prefixes = [list(ids) for ids in
+                    vocabulary.encode_batch([prefix_texts[index] for index in todo])]
     start = time.perf_counter()
     with tqdm(total=len(todo), unit="sent", desc="decoding", file=sys.stderr,
               dynamic_ncols=True) as bar:
         nbest = translator.translate_encoded(
             encoded, progress=lambda done: (bar.update(done), stop_if_reader_gone(output)),
-            sentence_ids=todo)
+            sentence_ids=todo, prefixes=prefixes)
     seconds = time.perf_counter() - start
 
     hypotheses = [""] * len(sources)
@@ -311,6 +331,19 @@ def read_stdin() -> bytes:
 def closed_stdin() -> UserError:
     return UserError("stdin is closed and no --decode_from_file was given; give "
                      "--decode_from_file=FILE or pipe the sentences in")
+
+
+def read_aligned_prefixes(path: str, source_name: str, num_lines: int) -> List[str]:
+    """The lines of ``--decode_prefix_file``, one per input line (checked)."""
+    from t2t_lite.decoding.lines import decode_lines, split_lines
+    prefixes, bad_lines = decode_lines(split_lines(read_input_file(path,
+                                                                   "--decode_prefix_file")))
+    warn_lines((f"{path}: {bad}" for bad in bad_lines), "lines not valid UTF-8")
+    if len(prefixes) != num_lines:
+        raise UserError(f"--decode_prefix_file={path} has {len(prefixes)} lines but "
+                        f"{source_name} has {num_lines}; they must align line by line "
+                        f"(an empty line: no prefix)")
+    return prefixes
 
 
 def read_aligned_references(problem, reference_path: str, num_lines: int) -> List[str]:
