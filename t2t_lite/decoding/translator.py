@@ -139,7 +139,7 @@ class Translator:
             self.plan = DecodingPlan(beam_size=self.num_samples,
                                      growing_cache=not self.jit_compile)
         self._search_fn = tf.function(self._search, jit_compile=self.jit_compile)
-        self._bucket_fns: Dict[Optional[int], Callable] = {}
+        self._bucket_fns: Dict[Tuple[Optional[int], bool], Callable] = {}
         self._detokenize_fn = tf.function(
             vocabulary.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         self.translate_ids = tf.function(
