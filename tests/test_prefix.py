@@ -14,6 +14,7 @@ from t2t_lite.decoding.sampling import Sampler, sample_search
 from t2t_lite.errors import UserError
 
 from run_dir_helpers import tiny_run_dir
+from uncached_model import uncached_logits_fn
 from test_search_exactness import (ALPHA, EXTRA, INPUT_LENGTHS, SHAPES, _inputs, _model,
                                    assert_same_search, library_search)
 
@@ -45,7 +46,7 @@ def test_prefixed_search_equals_the_uncached_reference(beam):
     inputs = _inputs(vocab, INPUT_LENGTHS, seed=3)
     constraint = PrefixConstraint(pad_prefixes(PREFIXES), vocab)
     want = reference.beam_search(
-        __import__("uncached_model").uncached_logits_fn(model, inputs, 0.0),
+        uncached_logits_fn(model, inputs, 0.0),
         np.asarray(inputs).astype(bool).sum(axis=1) + EXTRA, beam,
         ALPHA if beam > 1 else 0.0, max_length=inputs.shape[1] + EXTRA,
         allowed_fn=forcing(PREFIXES, vocab))
@@ -140,7 +141,8 @@ def run_decoder(capsys, tmp_path, sources, prefixes, *flags):
     target = tmp_path / "out.txt"
     source.write_text("".join(line + "\n" for line in sources))
     prefix_file.write_text("".join(line + "\n" for line in prefixes))
-    status = __import__("t2t_lite.commands.decoder", fromlist=["main"]).main(
+    from t2t_lite.commands import decoder
+    status = decoder.main(
         ["--output_dir", str(tiny_run_dir()), "--decode_from_file", str(source),
          "--decode_prefix_file", str(prefix_file), "--decode_to_file", str(target), *flags])
     captured = capsys.readouterr()
