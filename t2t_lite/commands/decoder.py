@@ -42,11 +42,13 @@ else to stderr.
 
 Failures come before the work. Before TensorFlow starts (a mistake is one error line
 within a second): the run directory, ``--quantize``, the names and values of
-``--decode_hparams``, that the input and reference files can be read (or that stdin is
-open) and that ``--decode_to_file`` can be created. Before decoding starts:
+``--decode_hparams``, that the flags choosing the mode agree (scoring takes no
+``--decode_reference``, ``--attention_dir``, ``--decode_prefix_file`` or sampling), that
+the input, reference, prefix and scoring files can be read (or that stdin is open) and
+that ``--decode_to_file`` can be created. Before decoding starts:
 ``--decode_to_file`` is opened as a temporary file beside it (renamed onto it once every
 line is written, removed on any failure, so an existing file is never lost) and the
-references are counted against the input.
+references and the prefixes are counted against the input.
 """
 from __future__ import annotations
 
