@@ -17,8 +17,9 @@ each sentence gets ``num_samples`` random samples instead (``sample_search``), d
 a stream keyed by the sentence's index in the list given to ``translate_encoded`` (or
 ``sentence_ids``), so a sentence's samples do not depend on its batch. Given
 ``prefixes`` (token ids per sentence; empty: none), each output starts with its prefix and
-the search or the sampling continues it (``PrefixConstraint``). A ``constraint`` (e.g. parsing's ``TreeConstraint``,
-from ``Problem.decode_constraint``) restricts both searches to outputs it allows.
+the search or the sampling continues it (``PrefixConstraint``). A ``constraint`` (e.g.
+parsing's ``TreeConstraint``, from ``Problem.decode_constraint``) restricts the searches
+and the sampling to outputs it allows.
 
 ``translate_ids`` is one ``tf.function`` over any ``[b, s]`` batch (``s`` padded in the graph
 to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel.
