@@ -21,6 +21,22 @@ line. Each output line is ``problem.postprocess_decode(source, hypothesis)``; wi
 The search obeys ``problem.decode_constraint`` (parsing: well-formed trees only), and
 ``problem.postprocess_report`` goes to stderr (parsing: ``repaired k of n outputs``).
 
+``--decode_hparams=sampling_method=random,num_samples=M,seed=S`` draws ``M`` random
+samples per line instead of searching (``sampling_temp``, ``sampling_topk``,
+``sampling_topp``; docs/decoding.md); more than one are written like ``return_beams``'s
+lists. With a seed, a line's samples do not depend on the batching nor on the other lines.
+
+``--decode_prefix_file=FILE`` (one line per input line; an empty line: no prefix) starts
+each output with its line's prefix and lets the search (or the sampling) continue it; the
+output includes the prefix, and the problem's constraint (parsing: a well-formed tree)
+covers prefix and continuation. A prefix that leaves no room for EOS or that the
+constraint refuses is an error naming its line.
+
+Scoring: ``--score_file=FILE`` (``source<TAB>target`` lines) or ``--score_target_file=TGT``
+(targets aligned with the input lines) writes, per line, the target's log-probability
+under the model (EOS included) and its length-normalised score (GNMT penalty with the
+decode hparams' ``alpha``) as ``LOGPROB<TAB>NORMALISED``.
+
 ``--decode_reference=FILE`` scores the raw hypotheses against ``problem.read_references``
 with the problem's metrics (BLEU: sacreBLEU's score and signature; parsing: EVALB's
 ``parse_f1`` against the gold trees of a ``.mrg`` or one-tree-a-line file, see
@@ -29,11 +45,13 @@ else to stderr.
 
 Failures come before the work. Before TensorFlow starts (a mistake is one error line
 within a second): the run directory, ``--quantize``, the names and values of
-``--decode_hparams``, that the input and reference files can be read (or that stdin is
-open) and that ``--decode_to_file`` can be created. Before decoding starts:
+``--decode_hparams``, that the flags choosing the mode agree (scoring takes no
+``--decode_reference``, ``--attention_dir``, ``--decode_prefix_file`` or sampling), that
+the input, reference, prefix and scoring files can be read (or that stdin is open) and
+that ``--decode_to_file`` can be created. Before decoding starts:
 ``--decode_to_file`` is opened as a temporary file beside it (renamed onto it once every
 line is written, removed on any failure, so an existing file is never lost) and the
-references are counted against the input.
+references and the prefixes are counted against the input.
 """
 from __future__ import annotations
 
@@ -42,7 +60,7 @@ import contextlib
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, List, Optional, Sequence, TextIO, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple
 
 from t2t_lite.commands.common import command_parser, run_command, sigterm_raises
 from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_decoder_command
@@ -76,6 +94,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "layer) and an interactive index.html for the translated lines")
     parser.add_argument("--attention_sentences", type=int, default=20,
                         help="with --attention_dir: how many translated lines to draw")
+    parser.add_argument("--decode_prefix_file", default="",
+                        help="output prefixes, one per input line (empty line: none): "
+                             "each output starts with its prefix, the search continues it")
+    parser.add_argument("--score_file", default="",
+                        help="score given translations instead of decoding: lines "
+                             "'source<TAB>target'; writes 'LOGPROB<TAB>NORMALISED' per line")
+    parser.add_argument("--score_target_file", default="",
+                        help="score these targets (one per input line) given the input "
+                             "lines instead of decoding; writes 'LOGPROB<TAB>NORMALISED'")
     parser.add_argument("--jit_compile", action="store_true",
                         help="compile the search with XLA (worth it on GPUs)")
     add_quantize_flag(parser)
@@ -93,14 +120,48 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
     file or an open stdin), the references, and that ``--decode_to_file`` can be created.
     Creates nothing; the checks where the files are used still run."""
     prepare_decoder_command(args)
-    if args.decode_from_file:
+    check_mode_flags(args)
+    if args.score_file:
+        readable_file(args.score_file, "--score_file")
+    elif args.decode_from_file:
         readable_file(args.decode_from_file, "--decode_from_file")
     elif sys.stdin is None:
         raise closed_stdin()
+    if args.score_target_file:
+        readable_file(args.score_target_file, "--score_target_file")
+    if args.decode_prefix_file:
+        readable_file(args.decode_prefix_file, "--decode_prefix_file")
     if args.decode_reference:
         readable_file(args.decode_reference, "--decode_reference")
     if args.decode_to_file:
         creatable_file(args.decode_to_file, "--decode_to_file")
+
+
+def check_mode_flags(args: argparse.Namespace) -> None:
+    """Flags that choose what the decoder does must not contradict each other: scoring
+    (``--score_file`` or ``--score_target_file``, not both) writes scores, so it takes no
+    ``--decode_reference``, ``--attention_dir``, ``--decode_from_file`` beside
+    ``--score_file``, nor ``sampling_method=random``."""
+    from t2t_lite.decoding import parse_decode_hparams
+    scoring = args.score_file or args.score_target_file
+    if not scoring:
+        return
+    if args.score_file and args.score_target_file:
+        raise UserError("--score_file and --score_target_file both given; give one: "
+                        "--score_file=PAIRS, or --decode_from_file=SRC "
+                        "--score_target_file=TGT")
+    if args.score_file and args.decode_from_file:
+        raise UserError("--score_file holds the sources; drop --decode_from_file (or use "
+                        "--decode_from_file=SRC --score_target_file=TGT)")
+    if args.decode_prefix_file:
+        raise UserError("--decode_prefix_file starts decoded outputs; scoring decodes "
+                        "nothing, so drop --decode_prefix_file or the scoring flag")
+    for flag in ("decode_reference", "attention_dir"):
+        if getattr(args, flag):
+            raise UserError(f"--{flag} needs translations; scoring writes scores, so drop "
+                            f"--{flag} or the scoring flag")
+    if parse_decode_hparams(args.decode_hparams).sampling:
+        raise UserError("scoring takes no --decode_hparams=sampling_method=random; drop it")
 
 
 def decode(args: argparse.Namespace) -> None:
@@ -131,12 +192,21 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         print(describe_quantization(quantize_model(model), args.jit_compile),
               file=sys.stderr)
     hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
-    source_name = args.decode_from_file or "<stdin>"
-    data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()
+    if args.score_file:
+        source_name = args.score_file
+        data = read_input_file(args.score_file, "--score_file")
+    else:
+        source_name = args.decode_from_file or "<stdin>"
+        data = read_input_file(args.decode_from_file) if args.decode_from_file else read_stdin()
     sources, bad_lines = decode_lines(split_lines(data))
     warn_lines((f"{source_name}: {bad}" for bad in bad_lines), "lines not valid UTF-8")
+    if args.score_file or args.score_target_file:
+        _score(args, output, model, vocabulary, hp, sources, source_name)
+        return
     references = (read_aligned_references(problem, args.decode_reference, len(sources))
                   if args.decode_reference else None)
+    prefix_texts = (read_aligned_prefixes(args.decode_prefix_file, source_name, len(sources))
+                    if args.decode_prefix_file else None)
 
     translator = Translator.from_decode_hparams(
         model, vocabulary, hp, jit_compile=args.jit_compile,
@@ -148,13 +218,17 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
                f"to {cut.kept} (raise --decode_hparams=max_input_length=N)"
                for cut in truncations), "truncated lines")
 
+    prefixes = None
+    if prefix_texts is not None:
+        prefixes = dict(zip(todo, (list(ids) for ids in vocabulary.encode_batch(
+            [prefix_texts[index] for index in todo]))))
     with tqdm(total=len(todo), unit="sent", desc="decoding", file=sys.stderr,
               dynamic_ncols=True) as bar:
         hypotheses, seconds = translate_and_write(
             translator, todo, encoded, len(sources),
-            format_line=lambda index, beams: format_output(problem, sources[index], beams,
-                                                           hp.return_beams),
-            output=output,
+            format_line=lambda index, beams: format_output(
+                problem, sources[index], beams, hp.return_beams or hp.num_samples > 1),
+            output=output, prefixes=prefixes,
             progress=lambda done: (bar.update(done), stop_if_reader_gone(output)))
     if output is not None:
         output.commit()
@@ -185,7 +259,9 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
 def translate_and_write(translator, todo: Sequence[int], encoded: Sequence[Sequence[int]],
                         num_lines: int, format_line: Callable[[int, list], str],
                         output: Optional[AtomicOutput],
-                        progress: Callable[[int], None]) -> Tuple[List[str], float]:
+                        progress: Callable[[int], None],
+                        prefixes: Optional[Dict[int, List[int]]] = None
+                        ) -> Tuple[List[str], float]:
     """Translates the lines ``todo`` (``encoded[j]`` is line ``todo[j]``'s ids; the other
     of the ``num_lines`` lines are blank) and writes all ``num_lines`` output lines, in
     input order, to ``output`` (``None``: stdout) as they are done: a chunk of lines
@@ -205,8 +281,10 @@ def translate_and_write(translator, todo: Sequence[int], encoded: Sequence[Seque
     for lines in chunks(costs, CHUNK_BATCHES * translator.batch_size):
         chunk = [index for index in lines if index in line_of]
         start = time.perf_counter()
-        nbest = translator.translate_encoded([encoded[line_of[index]] for index in chunk],
-                                             progress=progress)
+        nbest = translator.translate_encoded(
+            [encoded[line_of[index]] for index in chunk], progress=progress,
+            sentence_ids=chunk,
+            prefixes=None if prefixes is None else [prefixes[index] for index in chunk])
         seconds += time.perf_counter() - start
         outputs = {}
         for index, beams in zip(chunk, nbest):
@@ -219,6 +297,45 @@ def translate_and_write(translator, todo: Sequence[int], encoded: Sequence[Seque
             sys.stdout.buffer.write(text)
             sys.stdout.buffer.flush()
     return hypotheses, seconds
+
+
+def write_output_lines(outputs: Sequence[str], output: Optional[AtomicOutput]) -> None:
+    """Writes one line per entry of ``outputs`` to ``output`` (committed) or stdout."""
+    text = "".join(line + "\n" for line in outputs).encode("utf-8")
+    if output is not None:
+        output.write(text)
+        output.commit()
+    else:
+        sys.stdout.buffer.write(text)
+        sys.stdout.buffer.flush()
+        stop_if_reader_gone(output)   # all of it fitted in the pipe, but no one reads it
+
+
+def _score(args: argparse.Namespace, output: Optional[AtomicOutput], model, vocabulary, hp,
+           lines: List[str], source_name: str) -> None:
+    """Scoring mode: ``LOGPROB<TAB>NORMALISED`` per pair (``t2t_lite.decoding.scoring``)."""
+    from t2t_lite.decoding.lines import decode_lines, split_lines
+    from t2t_lite.decoding.scoring import Scorer, format_score, split_pairs
+
+    if args.score_file:
+        sources, targets = split_pairs(lines, args.score_file)
+    else:
+        sources = lines
+        targets, bad_lines = decode_lines(split_lines(
+            read_input_file(args.score_target_file, "--score_target_file")))
+        warn_lines((f"{args.score_target_file}: {bad}" for bad in bad_lines),
+                   "lines not valid UTF-8")
+        if len(targets) != len(sources):
+            raise UserError(f"--score_target_file={args.score_target_file} has "
+                            f"{len(targets)} lines but {source_name} has {len(sources)}; "
+                            f"they must align line by line")
+    scorer = Scorer(model, vocabulary, alpha=hp.alpha, max_input_length=hp.max_input_length,
+                    batch_size=hp.batch_size)
+    start = time.perf_counter()
+    scores = scorer.score(sources, targets)
+    seconds = time.perf_counter() - start
+    write_output_lines([format_score(score) for score in scores], output)
+    print(f"scored {len(scores)} lines in {seconds:.1f}s [alpha={hp.alpha}]", file=sys.stderr)
 
 
 def stop_if_reader_gone(output: Optional[AtomicOutput]) -> None:
@@ -238,12 +355,12 @@ def format_output(problem, source: str, beams, return_beams: bool) -> str:
                      f"{score:.6g}" for text, score in beams)
 
 
-def read_input_file(path: str) -> bytes:
-    """The bytes of ``--decode_from_file``; an unreadable file is one error line."""
+def read_input_file(path: str, flag: str = "--decode_from_file") -> bytes:
+    """The bytes of the input file ``flag`` names; an unreadable file is one error line."""
     try:
         return Path(path).read_bytes()
     except OSError as error:
-        raise path_error("--decode_from_file", path, error, "give a file you can read") from None
+        raise path_error(flag, path, error, "give a file you can read") from None
 
 
 def read_stdin() -> bytes:
@@ -260,6 +377,19 @@ def read_stdin() -> bytes:
 def closed_stdin() -> UserError:
     return UserError("stdin is closed and no --decode_from_file was given; give "
                      "--decode_from_file=FILE or pipe the sentences in")
+
+
+def read_aligned_prefixes(path: str, source_name: str, num_lines: int) -> List[str]:
+    """The lines of ``--decode_prefix_file``, one per input line (checked)."""
+    from t2t_lite.decoding.lines import decode_lines, split_lines
+    prefixes, bad_lines = decode_lines(split_lines(read_input_file(path,
+                                                                   "--decode_prefix_file")))
+    warn_lines((f"{path}: {bad}" for bad in bad_lines), "lines not valid UTF-8")
+    if len(prefixes) != num_lines:
+        raise UserError(f"--decode_prefix_file={path} has {len(prefixes)} lines but "
+                        f"{source_name} has {num_lines}; they must align line by line "
+                        f"(an empty line: no prefix)")
+    return prefixes
 
 
 def read_aligned_references(problem, reference_path: str, num_lines: int) -> List[str]:

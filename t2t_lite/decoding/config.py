@@ -18,6 +18,9 @@ from t2t_lite.hparams_lib import HParamsError
 from t2t_lite.typed_config import TypedConfig
 
 
+SAMPLING_METHODS = ("argmax", "random")
+
+
 class DecodeHParamsError(HParamsError):
     """An unknown decode hparams key, or a badly typed or out-of-range value."""
 
@@ -33,6 +36,18 @@ class DecodeHParams(TypedConfig):
       batch_size: tokens (source tokens, padded) per decode batch.
       return_beams: return all ``beam_size`` hypotheses (N-best) instead of the best.
       max_input_length: inputs longer than this are truncated; 0 = the model's maximum.
+      sampling_method: ``argmax``: search (beam search, or greedy with ``beam_size=1``);
+        ``random``: draw ``num_samples`` samples per sentence (``decoding.sampling``).
+      sampling_temp: random sampling divides the logits by it (> 0; 1 = the model's
+        distribution).
+      sampling_topk: random sampling keeps the ``sampling_topk`` most probable tokens; 0
+        keeps all.
+      sampling_topp: random sampling keeps the smallest set of most probable tokens whose
+        probability reaches it, in (0, 1]; 1 keeps all.
+      num_samples: samples per sentence (``sampling_method=random`` only); more than one
+        are written like ``return_beams``'s N-best lists, in draw order.
+      seed: the samples' random key, in [0, 2**32): the same seed, model and input line
+        give the same samples however the input is batched; -1 draws a fresh seed.
     """
 
     KIND = "decode hparam"
@@ -45,11 +60,35 @@ class DecodeHParams(TypedConfig):
     batch_size: int = 4096
     return_beams: bool = False
     max_input_length: int = 0
+    sampling_method: str = "argmax"
+    sampling_temp: float = 1.0
+    sampling_topk: int = 0
+    sampling_topp: float = 1.0
+    num_samples: int = 1
+    seed: int = -1
 
     def _validate(self) -> None:
         # NaN and infinity are refused for every float (alpha) by ``TypedConfig``.
         self._require_at_least({"beam_size": 1, "batch_size": 1, "extra_length": 0,
-                                "max_input_length": 0, "alpha": 0.0})
+                                "max_input_length": 0, "alpha": 0.0, "sampling_topk": 0,
+                                "num_samples": 1, "seed": -1})
+        self._require_above({"sampling_temp": 0.0, "sampling_topp": 0.0})
+        if self.sampling_method not in SAMPLING_METHODS:
+            self._fail(f"{self.KIND} 'sampling_method' must be one of "
+                       f"{', '.join(SAMPLING_METHODS)}, got {self.sampling_method!r}")
+        if self.sampling_topp > 1.0:
+            self._fail(f"{self.KIND} 'sampling_topp' must be <= 1, got {self.sampling_topp!r}")
+        if self.seed >= 2 ** 32:
+            self._fail(f"{self.KIND} 'seed' must be < 2**32, got {self.seed!r}")
+        if self.num_samples > 1 and self.sampling_method != "random":
+            self._fail(f"{self.KIND} 'num_samples' > 1 needs sampling_method=random, got "
+                       f"num_samples={self.num_samples} with sampling_method="
+                       f"{self.sampling_method}")
+
+    @property
+    def sampling(self) -> bool:
+        """Whether these hparams draw random samples instead of searching."""
+        return self.sampling_method == "random"
 
 
 def parse_decode_hparams(text: str, defaults: Optional[Mapping[str, Any]] = None
