@@ -92,7 +92,9 @@ class Trainer:
         first start, ``--warm_start_from`` resolved and its vocabulary checked
         (``self.warm_start``); once the run has a checkpoint, the one recorded then."""
         self.warm_start = None
-        if tf.train.get_checkpoint_state(self.config.output_dir) is not None:
+        # Checkpoint files on disk, not the state file, say whether the run has started:
+        # a lost or garbled state file is rebuilt from them later (``_write_run_dir``).
+        if checkpointing.steps_on_disk(self.config.output_dir):
             if existing is not None and existing.warm_start_from:
                 return dataclasses.replace(run_config,
                                            warm_start_from=existing.warm_start_from)
