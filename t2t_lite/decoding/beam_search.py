@@ -49,7 +49,7 @@ import tensorflow as tf
 from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.search_common import (  # noqa: F401  (re-exported)
     NEG_INF, SearchConstraint, decode_lengths, length_penalty, loop_shape_invariants,
-    step_log_probs, tile_beams, top_k_last_axis, vocab_size_of)
+    start_tensors, step_log_probs, tile_beams, top_k_last_axis, vocab_size_of)
 from t2t_lite.decoding.step import DecodingState, StepFn
 
 
@@ -135,10 +135,7 @@ def beam_search(step_fn: StepFn,
     """
     k = plan.beam_size
     _check_arguments(alpha)
-    initial_ids, states, sentence_states = start
-    states = {} if states is None else states
-    sentence_states = {} if sentence_states is None else sentence_states
-    initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
+    initial_ids, states, sentence_states = start_tensors(start)
     batch = tf.shape(initial_ids)[0]
     decode_length, max_length = decode_lengths(decode_length, batch, max_length)
     shrink = plan.shrink

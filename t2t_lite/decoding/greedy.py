@@ -10,14 +10,15 @@ scores, with or without a ``constraint`` (tokens it forbids are never chosen; se
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 import tensorflow as tf
 
 from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.search_common import (SearchConstraint, decode_lengths,
                                              length_penalty, loop_shape_invariants,
-                                             step_log_probs, vocab_size_of)
+                                             start_tensors, step_log_probs, tile_beams,
+                                             vocab_size_of)
 from t2t_lite.decoding.step import DecodingState, StepFn
 
 
@@ -54,27 +55,57 @@ def greedy_search(step_fn: StepFn,
     if plan.beam_size != 1 or plan.shrink or plan.log_probs_from_softmax:
         raise ValueError(f"greedy_search needs a plan with beam_size 1, no shrink and no "
                          f"log_probs_from_softmax, got {plan}")
-    initial_ids, states, sentence_states = start
-    states = {} if states is None else states
-    sentence_states = {} if sentence_states is None else sentence_states
-    initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
+    return row_search(step_fn, start, plan, decode_length,
+                      lambda logits, log_probs, step: tf.argmax(log_probs, axis=-1,
+                                                                output_type=tf.int32),
+                      alpha, eos_id, max_length, constraint, constraint_state)
+
+
+# ``(logits [n, V], log_probs [n, V], step int32 []) -> token int32 [n]``: a row's choice.
+ChooseToken = Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Tensor]
+
+
+def row_search(step_fn: StepFn,
+               start: DecodingState,
+               plan: DecodingPlan,
+               decode_length,
+               choose_token: ChooseToken,
+               alpha: float = 0.0,
+               eos_id: int = 1,
+               max_length: Optional[int] = None,
+               constraint: Optional[SearchConstraint] = None,
+               constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
+    """``m = plan.beam_size`` independent rows per sentence, each extended by one
+    ``choose_token`` per step (greedy search: argmax, m = 1; sampling: a draw): the loop
+    both share. Rows are sentence-major (``n = b * m``); ``start``'s states are repeated to
+    the m rows, its sentence states are not. A row ends at EOS, and at its last position
+    (``decode_length - 1``) EOS is its only choice.
+
+    Returns:
+      ids: int32 [n, T], without the initial id, EOS-terminated, 0 after EOS.
+      scores: float32 [n], the rows' log P / length_penalty(length, alpha) (log P from
+        the model's log-probabilities, whatever ``choose_token`` drew from).
+    """
+    m = plan.beam_size
+    initial_ids, states, sentence_states = start_tensors(start)
     batch = tf.shape(initial_ids)[0]
     decode_length, max_length = decode_lengths(decode_length, batch, max_length)
+    row_decode_length = tf.repeat(decode_length, m)                       # [n]
     positions = tf.range(max_length, dtype=tf.int32)
 
     def step(i, ids, last, log_prob, steps, done, states, constraint_state):
-        # ids [b,T], last [b], log_prob [b], steps [b], done [b] bool.
+        # ids [n,T], last [n], log_prob [n], steps [n], done [n] bool.
         logits, states = step_fn(last, i, states, sentence_states)
         vocab_size_of(logits, eos_id)
-        log_probs = step_log_probs(logits, i, decode_length, eos_id, constraint,
-                                   constraint_state)                      # [b,V]
-        token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
+                                   constraint_state)                      # [n,V]
+        token = choose_token(logits, log_probs, i)
         token_log_prob = tf.gather(log_probs, token, batch_dims=1)
         active = ~done
         ids = tf.where((positions == i) & active[:, None], token[:, None], ids)
         log_prob = tf.where(active, log_prob + token_log_prob, log_prob)
         steps = steps + tf.cast(active, tf.int32)
-        done = done | tf.equal(token, eos_id) | (i + 1 >= decode_length)
+        done = done | tf.equal(token, eos_id) | (i + 1 >= row_decode_length)
         if constraint is not None:
             constraint_state = constraint.update(constraint_state, token)
         return i + 1, ids, token, log_prob, steps, done, states, constraint_state
@@ -82,10 +113,12 @@ def greedy_search(step_fn: StepFn,
     def not_done(i, ids, last, log_prob, steps, done, states, constraint_state):
         return (i < max_length) & ~tf.reduce_all(done)
 
-    loop_vars = (tf.constant(0, tf.int32), tf.zeros([batch, max_length], tf.int32),
-                 initial_ids, tf.zeros([batch], tf.float32), tf.zeros([batch], tf.int32),
-                 tf.zeros([batch], tf.bool), states,
-                 {} if constraint is None else constraint_state)
+    rows = batch * m
+    loop_vars = (tf.constant(0, tf.int32), tf.zeros([rows, max_length], tf.int32),
+                 tf.repeat(initial_ids, m), tf.zeros([rows], tf.float32),
+                 tf.zeros([rows], tf.int32), tf.zeros([rows], tf.bool),
+                 tile_beams(states, m),
+                 {} if constraint is None else tile_beams(constraint_state, m))
     _, ids, _, log_prob, steps, _, _, _ = tf.while_loop(
         not_done, step, loop_vars,
         shape_invariants=loop_shape_invariants(loop_vars, (6,) if plan.growing_cache else ()))

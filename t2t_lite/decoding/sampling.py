@@ -32,9 +32,8 @@ from typing import Any, Optional, Tuple
 import tensorflow as tf
 
 from t2t_lite.decoding.plan import DecodingPlan
-from t2t_lite.decoding.search_common import (NEG_INF, SearchConstraint, decode_lengths,
-                                             length_penalty, loop_shape_invariants,
-                                             step_log_probs, tile_beams, vocab_size_of)
+from t2t_lite.decoding.greedy import row_search
+from t2t_lite.decoding.search_common import NEG_INF, SearchConstraint, start_tensors
 from t2t_lite.decoding.step import DecodingState, StepFn
 
 _U32 = tf.uint32
@@ -106,53 +105,21 @@ def sample_search(step_fn: StepFn,
         raise ValueError(f"sample_search needs a plan without shrink and "
                          f"log_probs_from_softmax, got {plan}")
     m = plan.beam_size
-    initial_ids, states, sentence_states = start
-    states = {} if states is None else states
-    sentence_states = {} if sentence_states is None else sentence_states
-    initial_ids = tf.cast(tf.convert_to_tensor(initial_ids), tf.int32)
-    batch = tf.shape(initial_ids)[0]
-    decode_length, max_length = decode_lengths(decode_length, batch, max_length)
+    batch = tf.shape(start_tensors(start)[0])[0]
     if sentence_ids is None:
         sentence_ids = tf.range(batch, dtype=tf.int32)
-    sentence_ids = tf.cast(sentence_ids, tf.int32)
-    rows = batch * m
-    row_sentence = tf.repeat(sentence_ids, m)                               # [n]
+    row_sentence = tf.repeat(tf.cast(sentence_ids, tf.int32), m)            # [n]
     row_sample = tf.tile(tf.range(m, dtype=tf.int32), [batch])              # [n]
-    row_decode_length = tf.repeat(decode_length, m)
-    states = tile_beams(states, m)
-    constraint_state = {} if constraint is None else tile_beams(constraint_state, m)
-    positions = tf.range(max_length, dtype=tf.int32)
 
-    def step(i, ids, last, log_prob, steps, done, states, constraint_state):
-        logits, states = step_fn(last, i, states, sentence_states)
-        vocab_size_of(logits, eos_id)
-        log_probs = step_log_probs(logits, i, row_decode_length, eos_id, constraint,
-                                   constraint_state)                       # [n, V]
+    def draw(logits, log_probs, step):
         probs = sampling_probabilities(logits, log_probs > NEG_INF / 2, sampler)
-        uniform = uniform_draws(sampler.seed, row_sentence, row_sample, i)
-        token = inverse_cdf(probs, uniform)
-        token_log_prob = tf.gather(log_probs, token, batch_dims=1)
-        active = ~done
-        ids = tf.where((positions == i) & active[:, None], token[:, None], ids)
-        log_prob = tf.where(active, log_prob + token_log_prob, log_prob)
-        steps = steps + tf.cast(active, tf.int32)
-        done = done | tf.equal(token, eos_id) | (i + 1 >= row_decode_length)
-        if constraint is not None:
-            constraint_state = constraint.update(constraint_state, token)
-        return i + 1, ids, token, log_prob, steps, done, states, constraint_state
+        return inverse_cdf(probs, uniform_draws(sampler.seed, row_sentence, row_sample,
+                                                step))
 
-    def not_done(i, ids, last, log_prob, steps, done, states, constraint_state):
-        return (i < max_length) & ~tf.reduce_all(done)
-
-    loop_vars = (tf.constant(0, tf.int32), tf.zeros([rows, max_length], tf.int32),
-                 tf.repeat(initial_ids, m), tf.zeros([rows], tf.float32),
-                 tf.zeros([rows], tf.int32), tf.zeros([rows], tf.bool), states,
-                 constraint_state)
-    _, ids, _, log_prob, steps, _, _, _ = tf.while_loop(
-        not_done, step, loop_vars,
-        shape_invariants=loop_shape_invariants(loop_vars, (6,) if plan.growing_cache else ()))
-    scores = log_prob / length_penalty(steps, alpha)
-    return tf.reshape(ids, [batch, m, max_length]), tf.reshape(scores, [batch, m])
+    ids, scores = row_search(step_fn, start, plan, decode_length, draw, alpha, eos_id,
+                             max_length, constraint, constraint_state)
+    width = ids.shape[1] if ids.shape[1] is not None else tf.shape(ids)[1]   # T
+    return tf.reshape(ids, [batch, m, width]), tf.reshape(scores, [batch, m])
 
 
 def sampling_probabilities(logits, allowed, sampler: Sampler) -> tf.Tensor:

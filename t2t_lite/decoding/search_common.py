@@ -118,6 +118,15 @@ def loop_shape_invariants(loop_vars: Tuple, growing: Tuple[int, ...] = ()) -> Tu
                  for index, var in enumerate(loop_vars))
 
 
+def start_tensors(start) -> Tuple[tf.Tensor, Any, Any]:
+    """A search's ``start`` (a ``DecodingState`` or a tuple of its three fields) ->
+    (ids int32 [b], states, sentence_states), a None state as an empty dict."""
+    initial_ids, states, sentence_states = start
+    return (tf.cast(tf.convert_to_tensor(initial_ids), tf.int32),
+            {} if states is None else states,
+            {} if sentence_states is None else sentence_states)
+
+
 def tile_beams(states: Any, beam_size: int) -> Any:
     """Repeats every tensor of ``states`` ([b, ...] -> [b*beam_size, ...]), sentence-major."""
     return tf.nest.map_structure(lambda state: tf.repeat(state, beam_size, axis=0), states)
