@@ -129,5 +129,5 @@ def test_sets_reproduce_the_paper_rows(name, expected):
 
 
 def test_all_required_sets_are_registered():
-    required = {row[0] for row in PAPER_ROWS} | {"transformer_tiny", "transformer_small"}
+    required = {row[0] for row in PAPER_ROWS} | {"transformer_tiny", "transformer_small", "transformer_multi30k"}
     assert required <= set(registry.HPARAMS_SETS.names())

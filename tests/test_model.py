@@ -280,3 +280,21 @@ def test_shape_only_build_counts_like_a_real_model(variant):
     real(_features())
     assert build_shapes_only(hp, VOCAB).count_params() == real.count_params() \
         == analytic_parameter_count(hp, VOCAB)
+
+
+CPU_SETS = ("transformer_tiny", "transformer_small", "transformer_multi30k",
+            "transformer_parsing_tiny")
+
+
+@pytest.mark.parametrize("name", CPU_SETS)
+def test_cpu_set_parameter_counts_match_formula(name):
+    hp = registry.hparams(name)
+    assert build_shapes_only(hp, 8000).count_params() == analytic_parameter_count(hp, 8000)
+
+
+def test_multi30k_set_is_the_small_model_regularised():
+    small, multi30k = registry.hparams("transformer_small"), registry.hparams("transformer_multi30k")
+    assert build_shapes_only(multi30k, 8000).count_params() \
+        == build_shapes_only(small, 8000).count_params() == 7_568_384
+    assert (multi30k.layer_prepostprocess_dropout, multi30k.attention_dropout,
+            multi30k.relu_dropout) == (0.3, 0.1, 0.1)
