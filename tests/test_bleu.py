@@ -109,3 +109,13 @@ def test_identical_corpus_scores_100_and_mismatch_is_an_error():
     assert corpus_bleu(["the cat sat on the mat"], ["the cat sat on the mat"]).score == pytest.approx(100.0)
     with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
         corpus_bleu(["a", "b"], ["a"])
+
+
+def test_lowercase_is_sacrebleus_lc():
+    import sacrebleu
+    hyps = ["The Cat sat on the mat .", "A dog RUNS in the park"]
+    refs = ["the cat sat on the mat .", "A dog runs in the Park"]
+    cased, lowered = corpus_bleu(hyps, refs), corpus_bleu(hyps, refs, lowercase=True)
+    assert lowered.score == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], lowercase=True).score)
+    assert lowered.score == pytest.approx(100.0) and cased.score < 60
+    assert "case:lc" in lowered.signature and "case:mixed" in cased.signature

@@ -156,8 +156,10 @@ def test_decode_reference_prints_the_problems_metrics(capsys, tmp_path, monkeypa
                                          "--decode_hparams", GREEDY,
                                          "--decode_reference", str(reference))
     assert status == 0 and len(output) == 2
-    assert out.startswith("BLEU = ")
-    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in out
+    cased, lowercased = out.strip().splitlines()
+    assert cased.startswith("BLEU = ") and lowercased.startswith("BLEU = ")
+    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:" in cased
+    assert "nrefs:1|case:lc|eff:no|tok:13a|smooth:exp|version:" in lowercased
 
     reference.write_text("only one line\n", encoding="utf-8")
     status, _, _, err = run_decoder(capsys, b"twenty-one\nthree hundred\n", tmp_path,

@@ -412,7 +412,8 @@ def read_aligned_references(problem, reference_path: str, num_lines: int) -> Lis
 
 def score_report(problem, hypotheses: Sequence[str], sources: Sequence[str],
                  reference_path: str, references: Optional[Sequence[str]] = None) -> str:
-    """The problem's metrics of the raw hypotheses; BLEU with sacreBLEU's signature.
+    """The problem's metrics of the raw hypotheses; BLEU with sacreBLEU's signature, mixed
+    case and lowercased.
 
     ``references`` as read by ``read_aligned_references`` (read here when ``None``)."""
     from t2t_lite.metrics.bleu import corpus_bleu
@@ -423,8 +424,9 @@ def score_report(problem, hypotheses: Sequence[str], sources: Sequence[str],
     hypotheses = problem.metric_hypotheses(sources, hypotheses)
     lines = []
     for name in problem.eval_metrics:
-        if name == "bleu":
-            lines.append(str(corpus_bleu(hypotheses, references)))
+        if name == "bleu":  # mixed case, then lowercased (sacreBLEU's -lc)
+            lines.extend(str(corpus_bleu(hypotheses, references, lowercase=lowercase))
+                         for lowercase in (False, True))
         else:
             scores = score_texts((name,), hypotheses, references, sources)
             lines.extend(f"{key} = {value:.4f}" for key, value in scores.items())

@@ -3,7 +3,9 @@
 BLEU itself is never reimplemented here: ``corpus_bleu`` calls sacreBLEU with its
 defaults (13a tokenization, mixed case, exponential smoothing, one reference), which
 reproduces mteval-v13a.pl, and returns the score together with sacreBLEU's signature so
-that every figure the project reports says how it was computed. WMT SGML files are read
+that every figure the project reports says how it was computed. ``lowercase=True`` is
+sacreBLEU's ``-lc`` (signature ``case:lc``), the figure papers that score lowercased text
+report. WMT SGML files are read
 by the data side's one reader (``t2t_lite.data.raw.read_sgm_text``), as sacreBLEU reads
 them.
 """
@@ -40,8 +42,9 @@ class BleuResult:
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str],
-                tokenize: str = "13a") -> BleuResult:
-    """Corpus BLEU of ``hypotheses`` against one reference each (detokenized text).
+                tokenize: str = "13a", lowercase: bool = False) -> BleuResult:
+    """Corpus BLEU of ``hypotheses`` against one reference each (detokenized text),
+    case-sensitive unless ``lowercase``.
 
     Raises ``ValueError`` when the two lists differ in length or are empty.
     """
@@ -51,7 +54,7 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str],
                          f"{len(references)} references")
     if not hypotheses:
         raise UserError("corpus_bleu: no sentences to score")
-    metric = BLEU(tokenize=tokenize)
+    metric = BLEU(tokenize=tokenize, lowercase=lowercase)
     result = metric.corpus_score(hypotheses, [references])
     return BleuResult(score=float(result.score),
                       signature=str(metric.get_signature()),

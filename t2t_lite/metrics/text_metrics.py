@@ -1,7 +1,9 @@
 """Scoring decoded text with a problem's metrics, by name.
 
-``score_texts(("bleu",), hypotheses, references, sources)`` -> ``{"bleu": 27.3}``.
-Translation problems name ``"bleu"`` (sacreBLEU, 13a); parsing problems name
+``score_texts(("bleu",), hypotheses, references, sources)`` ->
+``{"bleu": 27.3, "bleu_lowercase": 28.1}``.
+Translation problems name ``"bleu"`` (sacreBLEU, 13a: mixed case, and lowercased as
+``bleu_lowercase``); parsing problems name
 ``"parse_f1"`` (EVALB/COLLINS.prm labeled bracketing F1 of the repaired output trees
 against gold trees with their POS tags);
 problems whose outputs are mostly one word (BLEU's 4-grams do not exist there) name
@@ -16,7 +18,8 @@ from t2t_lite.metrics.bleu import corpus_bleu
 
 
 def _bleu(hypotheses, references, sources) -> Dict[str, float]:
-    return {"bleu": corpus_bleu(hypotheses, references).score}
+    return {"bleu": corpus_bleu(hypotheses, references).score,
+            "bleu_lowercase": corpus_bleu(hypotheses, references, lowercase=True).score}
 
 
 def _parse_f1(hypotheses, references, sources) -> Dict[str, float]:
