@@ -184,10 +184,12 @@ def test_decoder_checkpoint_list_and_ensemble_dirs(capsys, tmp_path, other_run):
     run = tiny_run_dir()
     status, output, err = run_decoder(
         capsys, tmp_path, f"--output_dir={run}",
-        f"--checkpoint_path={run}/ckpt-1,{run}/ckpt-2", "--decode_hparams=extra_length=3")
+        f"--checkpoint_path={run}/ckpt-1,{run}/ckpt-2", "--decode_hparams=extra_length=3",
+        "--quantize=int8")
     assert status == 0, err
     assert len(output) == 3 and output[1] == "" and output[0] and output[2]
     assert f"ensemble of 2: {run}/ckpt-1, {run}/ckpt-2" in err
+    assert "int8: matmul weights quantized" in err and "(every member)" in err
     status, output, err = run_decoder(
         capsys, tmp_path, f"--ensemble_dirs={run},{other_run}",
         "--decode_hparams=beam_size=1,extra_length=3")
