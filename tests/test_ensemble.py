@@ -8,10 +8,12 @@ import tensorflow as tf
 
 from t2t_lite.commands import decoder
 from t2t_lite.data.vocab import EOS_ID
+from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.config import parse_decode_hparams
 from t2t_lite.decoding.ensemble import Ensemble
 from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.scoring import Scorer
+from t2t_lite.decoding.step import step_function
 from t2t_lite.decoding.translator import Translator
 from t2t_lite.runs.loading import load_trained_model
 
@@ -132,8 +134,11 @@ def test_scores_sum_the_mean_and_beam_search_scores_its_best_the_same(members):
         assert log_prob == pytest.approx(expected[np.arange(len(target)), target].sum(),
                                          abs=1e-4)
         assert normalised == log_prob
-    translator = Translator(ensemble, vocabulary, beam_size=4, alpha=0.0, extra_length=4)
-    ids, beam_scores = translator.translate_ids(tf.constant(padded(sources)))
+    plan = DecodingPlan.choose(4, jit_compile=False, quantization="none")
+    inputs = tf.constant(padded(sources))
+    ids, beam_scores = tf.function(lambda: beam_search(
+        step_function(ensemble, plan), ensemble.decoding_state(inputs, 0, plan), plan,
+        decode_length=[len(source) + 4 for source in sources], alpha=0.0))()
     best = [row[:row.index(EOS_ID) + 1] for row in ids.numpy()[:, 0].tolist()]
     rescored = Scorer(ensemble, vocabulary, alpha=0.0).score_encoded(sources, best)
     np.testing.assert_allclose([s[0] for s in rescored], beam_scores.numpy()[:, 0],
