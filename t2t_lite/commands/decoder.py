@@ -32,6 +32,15 @@ output includes the prefix, and the problem's constraint (parsing: a well-formed
 covers prefix and continuation. A prefix that leaves no room for EOS or that the
 constraint refuses is an error naming its line.
 
+Ensembles: ``--checkpoint_path=A,B,...`` (checkpoints of the run in ``--output_dir``) or
+``--ensemble_dirs=RUN1,RUN2,...`` (in place of ``--output_dir``: each run's default
+checkpoint; the first run gives the problem and decode defaults) decode with the members
+together: each step's log-probabilities are the mean of the members' log-probabilities,
+renormalised (``t2t_lite.decoding.ensemble``), in every mode above and below, with
+``--jit_compile`` and ``--quantize=int8`` (every member quantized). Members may differ in
+hparams but must share the problem and the vocabulary file; ``--attention_dir`` takes a
+single model.
+
 Scoring: ``--score_file=FILE`` (``source<TAB>target`` lines) or ``--score_target_file=TGT``
 (targets aligned with the input lines) writes, per line, the target's log-probability
 under the model (EOS included) and its length-normalised score (GNMT penalty with the
@@ -44,7 +53,8 @@ docs/parsing.md). The score goes to stdout when translations go to ``--decode_to
 else to stderr.
 
 Failures come before the work. Before TensorFlow starts (a mistake is one error line
-within a second): the run directory, ``--quantize``, the names and values of
+within a second): the run directory (every ensemble member's, their checkpoints'
+existence, problem and vocabulary), ``--quantize``, the names and values of
 ``--decode_hparams``, that the flags choosing the mode agree (scoring takes no
 ``--decode_reference``, ``--attention_dir``, ``--decode_prefix_file`` or sampling), that
 the input, reference, prefix and scoring files can be read (or that stdin is open) and
@@ -62,7 +72,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, TextIO, Tuple
 
-from t2t_lite.commands.common import command_parser, run_command, sigterm_raises
+from t2t_lite.commands.common import command_parser, require, run_command, sigterm_raises
 from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_decoder_command
 from t2t_lite.errors import UserError
 from t2t_lite.user_paths import AtomicOutput, creatable_file, path_error, readable_file
@@ -77,7 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint_path", default="",
                         help="checkpoint prefix (e.g. RUN/ckpt-7 or one written by "
                              "t2t-lite-avg-checkpoints) or RUN/best (the best dev score's "
-                             "model the trainer kept); default: the run's latest")
+                             "model the trainer kept); default: the run's latest. Several, "
+                             "separated by commas, decode as an ensemble")
+    parser.add_argument("--ensemble_dirs", default="", metavar="RUN1,RUN2,...",
+                        help="decode with an ensemble of these runs (each with its default "
+                             "checkpoint) instead of --output_dir; they must share the "
+                             "problem and the vocabulary")
     parser.add_argument("--decode_from_file", default="",
                         help="input sentences, one per line (default: stdin)")
     parser.add_argument("--decode_to_file", default="",
@@ -110,15 +125,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    return run_command(build_parser(), argv, decode, required=("output_dir",),
+    return run_command(build_parser(), argv, decode, check=require_run_flags,
                        before_tensorflow=check_before_tensorflow)
+
+
+def require_run_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--output_dir`` is required unless ``--ensemble_dirs`` names the runs."""
+    if not args.ensemble_dirs:
+        require(parser, args, "output_dir")
 
 
 def check_before_tensorflow(args: argparse.Namespace) -> None:
     """What needs no TensorFlow, checked before it starts: ``prepare_decoder_command``
     (run directory, ``--quantize``, ``--decode_hparams``, oneDNN), the input (a readable
     file or an open stdin), the references, and that ``--decode_to_file`` can be created.
-    Creates nothing; the checks where the files are used still run."""
+    Creates nothing; the checks where the files are used still run. An ensemble's members
+    are checked first (``check_ensemble_flags``); with ``--ensemble_dirs`` the first run
+    stands for ``--output_dir`` from then on."""
+    check_ensemble_flags(args)
     prepare_decoder_command(args)
     check_mode_flags(args)
     if args.score_file:
@@ -135,6 +159,27 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
         readable_file(args.decode_reference, "--decode_reference")
     if args.decode_to_file:
         creatable_file(args.decode_to_file, "--decode_to_file")
+
+
+def check_ensemble_flags(args: argparse.Namespace) -> None:
+    """Sets ``args.members`` (``t2t_lite.runs.ensemble_members``: one, or an ensemble's)
+    after checking them without TensorFlow: their run directories and recorded
+    ``--t2t_usr_dir``s, named checkpoints, shared problem and vocabulary. With
+    ``--ensemble_dirs`` sets ``args.output_dir`` to its first run. An ensemble takes no
+    ``--attention_dir``."""
+    from t2t_lite.runs.ensemble_members import check_members, ensemble_members
+    from t2t_lite.usr_dir import check_run_usr_dir
+    args.members = ensemble_members(args.output_dir, args.checkpoint_path, args.ensemble_dirs)
+    if args.ensemble_dirs:
+        args.output_dir = args.members[0].run_dir
+    if len(args.members) == 1:
+        return
+    if args.attention_dir:
+        raise UserError("--attention_dir draws one model's attention; decode with one "
+                        "checkpoint (not an ensemble) to draw it, or drop --attention_dir")
+    check_members(args.members)
+    for run_dir in dict.fromkeys(member.run_dir for member in args.members):
+        check_run_usr_dir(run_dir, args.t2t_usr_dir)
 
 
 def check_mode_flags(args: argparse.Namespace) -> None:
@@ -184,13 +229,17 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
     from t2t_lite.runs.loading import load_trained_model
     from t2t_lite.usr_dir import import_run_usr_dir
 
-    import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
-    run_config, problem, model, vocabulary = load_trained_model(args.output_dir,
-                                                                args.checkpoint_path or None)
-    if args.quantize == "int8":
-        from t2t_lite.layers.quantization import describe_quantization, quantize_model
-        print(describe_quantization(quantize_model(model), args.jit_compile),
-              file=sys.stderr)
+    members = getattr(args, "members", None) or []
+    if len(members) > 1:
+        problem, model, vocabulary = load_ensemble(args)
+    else:
+        import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
+        run_config, problem, model, vocabulary = load_trained_model(
+            args.output_dir, args.checkpoint_path or None)
+        if args.quantize == "int8":
+            from t2t_lite.layers.quantization import describe_quantization, quantize_model
+            print(describe_quantization(quantize_model(model), args.jit_compile),
+                  file=sys.stderr)
     hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
     if args.score_file:
         source_name = args.score_file
@@ -254,6 +303,27 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         report = score_report(problem, hypotheses, sources, args.decode_reference,
                               references)
         print(report, file=sys.stdout if args.decode_to_file else sys.stderr)
+
+
+def load_ensemble(args: argparse.Namespace):
+    """(problem, ``Ensemble`` of the restored members, vocabulary) of ``args.members``
+    (quantized to int8 with ``--quantize=int8``); the first member gives the problem and
+    the vocabulary (the others share it: ``check_members``). Prints which checkpoints."""
+    from t2t_lite.decoding.ensemble import Ensemble
+    from t2t_lite.runs.loading import load_trained_runs
+    from t2t_lite.usr_dir import import_run_usr_dir
+
+    for run_dir in dict.fromkeys(member.run_dir for member in args.members):
+        import_run_usr_dir(run_dir, args.t2t_usr_dir)
+    runs = load_trained_runs(args.members)
+    print(f"ensemble of {len(runs)}: {', '.join(run.checkpoint for run in runs)}",
+          file=sys.stderr)
+    if args.quantize == "int8":
+        from t2t_lite.layers.quantization import describe_quantization, quantize_model
+        summaries = [quantize_model(run.model) for run in runs]
+        print(f"{describe_quantization(summaries[0], args.jit_compile)} (every member)",
+              file=sys.stderr)
+    return runs[0].problem, Ensemble([run.model for run in runs]), runs[0].vocabulary
 
 
 def translate_and_write(translator, todo: Sequence[int], encoded: Sequence[Sequence[int]],

@@ -4,7 +4,10 @@
   hparams, vocabulary) the trainer writes and every later command reads.
 * ``loading``: ``build_model(run_config)``, the one place a run's model is built (the
   trainer under its strategy's scope, and every command that loads a run), resolving and
-  restoring checkpoints, with the fall-back past a damaged latest checkpoint.
+  restoring checkpoints, with the fall-back past a damaged latest checkpoint; an
+  ensemble's members with ``load_trained_runs``.
+* ``ensemble_members``: which runs and checkpoints an ensemble is made of (the decoder's
+  ``--checkpoint_path=A,B`` and ``--ensemble_dirs``), checked without TensorFlow.
 * ``averaging``: ``t2t-lite-avg-checkpoints``' mean of a run's last checkpoints.
 * ``export``: the SavedModel that maps raw strings to translations.
 

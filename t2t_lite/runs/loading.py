@@ -14,13 +14,16 @@ without one, the run's latest, falling back with a warning past damaged ones
 
     run = load_trained_run("runs/numbers_tiny")   # run.model, run.vocabulary, run.checkpoint
     run_config, problem, model, vocabulary = load_trained_model("runs/numbers_tiny")
+
+An ensemble's members (``t2t_lite.runs.ensemble_members``: several checkpoints of a run, or
+several runs) load with ``load_trained_runs``, each through ``load_trained_run``.
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import keras
 import tensorflow as tf
@@ -31,6 +34,7 @@ from t2t_lite.data.vocab import Vocabulary, load_vocabulary
 from t2t_lite.errors import UserError
 from t2t_lite.runs.best import best_checkpoint_prefix
 from t2t_lite.runs.config import RunConfig
+from t2t_lite.runs.ensemble_members import Member, check_members
 
 PathLike = Union[str, Path]
 
@@ -204,6 +208,20 @@ def load_trained_model(output_dir: PathLike, checkpoint_path: Optional[PathLike]
     loaded by ``load_trained_run`` (which also says which checkpoint it restored)."""
     run = load_trained_run(output_dir, checkpoint_path)
     return run.run_config, run.problem, run.model, run.vocabulary
+
+
+def load_trained_runs(members: Sequence[Member]) -> List[TrainedRun]:
+    """Each member (``t2t_lite.runs.ensemble_members.Member``) loaded by
+    ``load_trained_run`` from its run directory and checkpoint ("": the run's default), in
+    order. ``check_members`` runs first (problem and vocabulary shared, named checkpoints
+    present) and every named checkpoint is resolved before any model is built, so a wrong
+    member fails before the others are loaded."""
+    check_members(members)
+    for member in members:
+        if member.checkpoint_path:
+            resolve_checkpoint(member.run_dir, member.checkpoint_path)
+    return [load_trained_run(member.run_dir, member.checkpoint_path or None)
+            for member in members]
 
 
 def restore_newest_readable(model: keras.Model, output_dir: PathLike) -> str:
