@@ -108,12 +108,29 @@ def test_score_signature_is_the_scorers_and_the_decoders(search_export, trained_
 
 @pytest.mark.parametrize("sources,targets,message", [
     ([], [], "score: the batch is empty"),
-    (["one", "two"], ["eins"], r"score: got.*2.*sources but.*1.*targets; give exactly one "
+    (["one", "two"], ["eins"], r"score: got 2 sources but 1 targets; give exactly one "
                                r"target per source"),
-    (["one"], ["eins", "zwei"], r"score: got.*1.*sources but.*2.*targets")])
+    (["one"], ["eins", "zwei"], r"score: got 1 sources but 2 targets")])
 def test_score_refuses_an_empty_or_misaligned_batch(search_export, sources, targets, message):
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
         export_scores(search_export, sources, targets)
+
+
+def test_score_refuses_a_target_longer_than_learned_positions(tmp_path):
+    from t2t_lite.decoding import parse_decode_hparams
+    from t2t_lite.runs.export import TranslationModule
+
+    from run_dir_helpers import OVERRIDES, make_run_dir
+    run = make_run_dir(tmp_path / "run", OVERRIDES + ",pos=emb", checkpoints=1)
+    _, problem, model, vocabulary = load_trained_model(run)
+    module = TranslationModule(model, vocabulary,
+                               parse_decode_hparams("", problem.decode_defaults))
+    fits = module.score(tf.constant(["neun"]), tf.constant(["neun"]))
+    assert fits["log_probs"].shape == [1]
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"score: a target has \d+ tokens \(EOS included\); learned "
+                             r"positions exist for at most 24; shorten it"):
+        module.score(tf.constant(["neun"]), tf.constant(["neun " * 30]))
 
 
 def test_a_search_exports_serving_default_keeps_its_signature(search_export):
@@ -203,7 +220,7 @@ def test_a_sampling_export_with_seed_minus_one_draws_afresh_each_call(tmp_path_f
 
 
 @pytest.mark.parametrize("seed,message", [
-    ([1, 2], r"serving_default: seed has.*2.*values for.*6.*sentences; give one seed per "
+    ([1, 2], r"serving_default: seed has 2 values for 6 sentences; give one seed per "
              r"sentence"),
     ([-1] * 6, r"serving_default: every seed must be in \[0, 2\*\*32\)"),
     ([2 ** 32] * 6, r"serving_default: every seed must be in \[0, 2\*\*32\)")])

@@ -8,6 +8,25 @@ whose ``serving_default`` signature maps ``sentences``: ``tf.string [n]`` to
 * with ``return_beams``: ``beam_translations`` ``tf.string [n, k]`` and ``beam_scores``
   ``float32 [n, k]`` as well (an empty slot is ``""`` with score ``-inf``).
 
+With ``sampling_method=random`` it samples instead (``num_samples`` > 1: ``m`` samples per
+sentence in ``beam_translations`` / ``beam_scores`` ``[n, m]``, in draw order) and takes a
+second, optional input ``seed``: ``int64 [n]``, one seed per sentence in [0, 2**32). Row
+``i`` then draws from the stream ``(seed[i], 0)`` of ``decoding.sampling``: its samples
+depend on its sentence, its seed and the model only, not on its place in the call nor on
+the other rows. An empty ``seed`` (``[0]``, the recorded default) draws row ``i`` from
+``(S, i)``, ``S`` the recorded ``seed`` decode hparam, as ``t2t-lite-decoder`` draws line
+``i``; with ``seed=-1`` recorded, ``S`` is drawn afresh on every call. The SignatureDef
+records that default; TensorFlow's Python signature functions take every input, the
+loaded module's ``serve(sentences)`` leaves it out.
+
+A second signature, ``score``, maps ``sources`` and ``targets`` (``tf.string [n]`` each,
+aligned) to ``log_probs`` (``float32 [n]``: the target's log-probability, EOS included)
+and ``scores`` (``log_probs`` / GNMT's length penalty with the recorded ``alpha``):
+``t2t-lite-decoder --score_file``'s two numbers (``decoding.scoring.score_ids``, sources
+tokenised and cut as for ``serving_default``). An empty batch, a number of targets other
+than the number of sources, and (learned positions) a target longer than the model's
+``max_length`` are ``InvalidArgumentError`` at call time with a message saying so.
+
 Tokenisation (the run's ``Vocabulary`` tf.Module: SentencePiece or word-pieces from
 tensorflow-text), truncation to ``max_input_length`` tokens, EOS, the length-bucketed beam
 search of ``Translator.translate_ids`` and detokenisation all run in the graph, with the
@@ -19,7 +38,8 @@ only) sentence gives ``""`` with score 0. Loading needs only
     translate = tf.saved_model.load(export_dir).signatures["serving_default"]
     translate(sentences=tf.constant(["twenty-one"]))["translations"]
 
-``export_dir/t2t_lite_export.json`` records the problem, checkpoint and decode hparams.
+``export_dir/t2t_lite_export.json`` records the problem, checkpoint, decode hparams and
+both signatures' inputs and outputs.
 The problem's search constraint (``Problem.decode_constraint``: parsing emits only
 well-formed trees over the input words) is part of the graph; problem-specific
 post-processing (``Problem.postprocess_decode``, e.g. the bracketed tree with its words) is
@@ -103,11 +123,13 @@ class TranslationModule(tf.Module):
         checks = [
             tf.debugging.Assert(
                 tf.logical_or(tf.logical_not(given), tf.size(seed) == n),
-                ["serving_default: seed has", tf.size(seed), "values for", n,
-                 "sentences; give one seed per sentence (int64 [n]) or none"]),
+                [tf.strings.format("serving_default: seed has {} values for {} sentences; "
+                                   "give one seed per sentence (int64 [n]) or none",
+                                   (tf.size(seed), n))]),
             tf.debugging.Assert(
                 tf.reduce_all((seed >= 0) & (seed < 2 ** 32)),
-                ["serving_default: every seed must be in [0, 2**32); got", seed])]
+                [tf.strings.format("serving_default: every seed must be in [0, 2**32); "
+                                   "got {}", seed, summarize=-1)])]
         with tf.control_dependencies(checks):
             if self.seed >= 0:
                 default = tf.constant(self.seed, tf.int64)
@@ -149,14 +171,15 @@ class TranslationModule(tf.Module):
                                         "(source, target) pair"]),
             tf.debugging.Assert(
                 tf.equal(tf.shape(targets)[0], n),
-                ["score: got", n, "sources but", tf.shape(targets)[0],
-                 "targets; give exactly one target per source (aligned)"])]
+                [tf.strings.format("score: got {} sources but {} targets; give exactly "
+                                   "one target per source (aligned)",
+                                   (n, tf.shape(targets)[0]))])]
         if self.max_target_length:
             checks.append(tf.debugging.Assert(
                 tf.shape(target_ids)[1] <= self.max_target_length,
-                ["score: a target has", tf.shape(target_ids)[1], "tokens (EOS included); "
-                 "the model's learned positions allow at most", self.max_target_length,
-                 "; shorten it"]))
+                [tf.strings.format("score: a target has {} tokens (EOS included); learned "
+                                   "positions exist for at most {}; shorten it",
+                                   (tf.shape(target_ids)[1], self.max_target_length))]))
         with tf.control_dependencies(checks):
             source_ids = tf.identity(self._source_ids(sources))
             target_ids = tf.identity(target_ids)
