@@ -210,6 +210,12 @@ def test_a_sampling_export_with_seed_minus_one_draws_afresh_each_call(tmp_path_f
     info = json.loads((export_dir / "t2t_lite_export.json").read_text())
     assert "seed=-1" in info["decode_hparams"]
     assert info["inputs"] == {"sentences": "tf.string [n]", "seed": "int64 [n], optional"}
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel.FromString((export_dir / "saved_model.pb").read_bytes())
+    signature = proto.meta_graphs[0].signature_def["serving_default"]
+    assert sorted(signature.inputs) == ["seed", "sentences"]
+    assert list(signature.defaults) == ["seed"]        # recorded as optional: empty
+    assert tf.make_ndarray(signature.defaults["seed"]).shape == (0,)
     calls = [sample(export_dir, SAMPLED)["translations"] for _ in range(3)]
     assert calls[0] != calls[1] or calls[1] != calls[2]
     seeded = [sample(export_dir, SAMPLED, [5] * len(SAMPLED))["translations"] for _ in range(2)]
@@ -244,3 +250,34 @@ def test_score_and_samples_are_the_same_in_a_fresh_process(search_export, sampli
     assert fresh["scores"] == served[:, 1].tolist()
     here = sample(sampling_export, SAMPLED, seeds)["beam_translations"]
     assert fresh["samples"] == [[text.decode("utf-8") for text in row] for row in here]
+
+
+@pytest.mark.slow
+def test_a_parsers_export_scores_as_the_decoder(trained_ptb_parser, tmp_path_factory, capsys,
+                                                tmp_path):
+    """Parsing: the export's own (linearised) parses and mismatched ones, scored by the
+    export and by ``t2t-lite-decoder --score_file``."""
+    from trained_parser import PROBLEM
+    data, run = trained_ptb_parser.data, trained_ptb_parser.run
+    sources = (data / f"{PROBLEM}-test.source.txt").read_text().splitlines()[:4]
+    export_dir = tmp_path_factory.mktemp("parser") / "export"
+    assert exporter.main([f"--output_dir={run}", f"--export_dir={export_dir}",
+                          "--decode_hparams=beam_size=1,extra_length=100"]) == 0
+    loaded = tf.saved_model.load(str(export_dir))
+    parses = [text.decode("utf-8") for text in loaded.signatures["serving_default"](
+        sentences=tf.constant(sources))["translations"].numpy()]
+    assert all(parse.split() for parse in parses)
+    targets = parses + parses[1:] + parses[:1]
+    sources = sources + sources
+    out = loaded.signatures["score"](sources=tf.constant(sources), targets=tf.constant(targets))
+    served = np.stack([out["log_probs"].numpy(), out["scores"].numpy()], axis=1)
+    assert not np.allclose(served[:4, 0], served[4:, 0], atol=1e-2)   # the targets count
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"{s}\t{t}\n" for s, t in zip(sources, targets)),
+                     encoding="utf-8")
+    capsys.readouterr()
+    assert decoder.main([f"--output_dir={run}", f"--score_file={pairs}",
+                         f"--decode_to_file={tmp_path / 'scores.txt'}"]) == 0
+    decoded = np.array([[float(x) for x in line.split("\t")] for line in
+                        (tmp_path / "scores.txt").read_text().split("\n")[:-1]])
+    np.testing.assert_allclose(served, decoded, rtol=0, atol=1e-5)
