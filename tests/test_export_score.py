@@ -2,6 +2,7 @@
 ``score`` gives ``t2t-lite-decoder --score_file``'s numbers (float32 and int8), sampling
 exports take a per-row ``seed``, and both load in a fresh process with only tensorflow and
 tensorflow_text. One export of each kind is shared by the module's tests."""
+import functools
 import json
 import subprocess
 import sys
@@ -69,8 +70,14 @@ def trained_run():
     return model, vocabulary
 
 
+@functools.lru_cache(maxsize=None)
+def load(export_dir: str):
+    """The loaded SavedModel, once per export (loading takes a second)."""
+    return tf.saved_model.load(export_dir)
+
+
 def export_scores(export_dir, sources=SOURCES, targets=TARGETS) -> np.ndarray:
-    score = tf.saved_model.load(str(export_dir)).signatures["score"]
+    score = load(str(export_dir)).signatures["score"]
     out = score(sources=tf.constant(sources, tf.string), targets=tf.constant(targets, tf.string))
     return np.stack([out["log_probs"].numpy(), out["scores"].numpy()], axis=1)   # [n, 2]
 
@@ -134,7 +141,7 @@ def test_score_refuses_a_target_longer_than_learned_positions(tmp_path):
 
 
 def test_a_search_exports_serving_default_keeps_its_signature(search_export):
-    serve = tf.saved_model.load(str(search_export)).signatures["serving_default"]
+    serve = load(str(search_export)).signatures["serving_default"]
     assert list(serve.structured_input_signature[1]) == ["sentences"]
     assert sorted(serve.structured_outputs) == ["scores", "translations"]
     info = json.loads((search_export / "t2t_lite_export.json").read_text())
@@ -162,7 +169,7 @@ def test_an_int8_exports_score_agrees_with_the_int8_decoder(tmp_path_factory, ca
 
 def sample(export_dir, sentences, seed=None) -> dict:
     """``serving_default`` of a sampling export; ``seed`` None: the input left empty."""
-    serve = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+    serve = load(str(export_dir)).signatures["serving_default"]
     seeds = tf.constant([] if seed is None else seed, tf.int64)
     out = serve(sentences=tf.constant(sentences, tf.string), seed=seeds)
     return {name: value.numpy().tolist() for name, value in out.items()}
@@ -221,7 +228,7 @@ def test_a_sampling_export_with_seed_minus_one_draws_afresh_each_call(tmp_path_f
     seeded = [sample(export_dir, SAMPLED, [5] * len(SAMPLED))["translations"] for _ in range(2)]
     assert seeded[0] == seeded[1]
     # The loaded module's function takes the seed as optional.
-    module = tf.saved_model.load(str(export_dir))
+    module = load(str(export_dir))
     assert module.serve(tf.constant(["five"]))["translations"].shape == [1]
 
 
