@@ -20,6 +20,12 @@ def test_import_does_not_load_tensorflow(module):
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def test_every_public_name_resolves():
+    import t2t_lite.decoding as decoding
+    for name in decoding.__all__:
+        assert getattr(decoding, name) is not None, name
+
+
 def test_searches_load_on_first_use():
     code = ("import sys, t2t_lite.decoding as d\n"
             "assert 'tensorflow' not in sys.modules\n"
@@ -30,6 +36,11 @@ def test_searches_load_on_first_use():
             "assert sys.modules['t2t_lite.decoding.beam_search'].NEG_INF == NEG_INF\n"
             "assert beam_search.__name__ == d.beam_search.__name__ == 'beam_search'\n"
             "assert callable(greedy_search)\n"
+            "from t2t_lite.decoding import Sampler, Scorer, sample_search, score_ids\n"
+            "import t2t_lite.decoding.sampling as sampling, t2t_lite.decoding.scoring as scoring\n"
+            "assert sample_search is sampling.sample_search is d.sample_search\n"
+            "assert Sampler is sampling.Sampler and Sampler(seed=3).seed == 3\n"
+            "assert Scorer is scoring.Scorer and score_ids is scoring.score_ids\n"
             "print(float(d.length_penalty(1, 1.0)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -5,8 +5,11 @@
         --export_dir=DIR --decode_hparams="beam_size=4,alpha=0.6,extra_length=50"
 
 The ``serving_default`` signature takes ``sentences`` (``tf.string [n]``) and returns
-``translations`` (``tf.string [n]``) and ``scores`` (``float32 [n]``); see
-``t2t_lite.runs.export``. Without ``--checkpoint_path`` it exports the run's latest
+``translations`` (``tf.string [n]``) and ``scores`` (``float32 [n]``); with
+``sampling_method=random`` it samples, with an optional per-sentence ``seed`` input
+(``int64 [n]``). The ``score`` signature takes aligned ``sources`` and ``targets``
+(``tf.string [n]``) and returns ``log_probs`` and ``scores`` as ``t2t-lite-decoder
+--score_file`` computes them; see ``t2t_lite.runs.export``. Without ``--checkpoint_path`` it exports the run's latest
 checkpoint or, when that is damaged, the newest readable one, with a warning (as
 ``t2t-lite-decoder`` does). Decode hparams start from the problem's defaults, as in
 ``t2t-lite-decoder`` (``batch_size`` does not apply: a caller's batch is decoded whole).

@@ -1,10 +1,11 @@
-"""Decoding: beam search (the paper's), greedy search, their shared step interface and
-decoding plan, and typed decode hyperparameters.
+"""Decoding: beam search (the paper's), greedy search, random sampling, scoring given
+targets, their shared step interface and decoding plan, and typed decode hyperparameters.
 
 Importing this package, ``config``, ``lines``, ``plan`` or ``step`` does not import
-TensorFlow: the searches (``beam_search``, ``greedy_search``, ``length_penalty``,
-``tile_beams``) are loaded on first use, so the commands' ``--help`` and the decoder's
-line handling stay light.
+TensorFlow: the searches (``beam_search``, ``greedy_search``, ``sample_search`` with its
+``Sampler``, ``length_penalty``, ``tile_beams``) and scoring (``Scorer``, ``score_ids``)
+are loaded on first use, so the commands' ``--help`` and the decoder's line handling stay
+light.
 """
 from __future__ import annotations
 
@@ -20,11 +21,16 @@ from t2t_lite.decoding.step import DecodingModel, DecodingState, StepFn, step_fu
 _LAZY = {"beam_search": "t2t_lite.decoding.beam_search",
          "length_penalty": "t2t_lite.decoding.search_common",
          "tile_beams": "t2t_lite.decoding.search_common",
-         "greedy_search": "t2t_lite.decoding.greedy"}
+         "greedy_search": "t2t_lite.decoding.greedy",
+         "sample_search": "t2t_lite.decoding.sampling",
+         "Sampler": "t2t_lite.decoding.sampling",
+         "Scorer": "t2t_lite.decoding.scoring",
+         "score_ids": "t2t_lite.decoding.scoring"}
 
 __all__ = ["DecodeHParams", "DecodeHParamsError", "DecodingModel", "DecodingPlan",
-           "DecodingState", "StepFn", "beam_search", "greedy_search", "length_penalty",
-           "parse_decode_hparams", "step_function", "tile_beams"]
+           "DecodingState", "Sampler", "Scorer", "StepFn", "beam_search", "greedy_search",
+           "length_penalty", "parse_decode_hparams", "sample_search", "score_ids",
+           "step_function", "tile_beams"]
 
 
 def __getattr__(name: str) -> Any:

@@ -16,9 +16,11 @@ token are kept), renormalised. A row ends at EOS or at its ``decode_length``.
 
 The draw of row (sentence ``s``, sample ``j``) at step ``i`` is the inverse CDF of its
 distribution (in vocabulary order) at one uniform number, a hash of ``(seed, s, j, i)``
-where ``s`` is the sentence's id given by the caller (its index in the input): a
-sentence's samples depend on the seed, its id and the model only, not on the batch it is
-decoded in nor on the rows beside it (up to the float rounding of the batch's matmuls).
+where ``s`` is the sentence's id given by the caller (its index in the input) and
+``seed`` the sampler's, or the sentence's own where the caller gives one seed per
+sentence (``seeds``): a sentence's samples depend on the seed, its id and the model only,
+not on the batch it is decoded in nor on the rows beside it (up to the float rounding of
+the batch's matmuls).
 
 A sample's score is its log-probability under the model (the un-tempered, uncut
 ``log_softmax`` summed over its tokens, EOS included) divided by
@@ -77,7 +79,8 @@ def sample_search(step_fn: StepFn,
                   eos_id: int = 1,
                   max_length: Optional[int] = None,
                   constraint: Optional[SearchConstraint] = None,
-                  constraint_state: Any = None) -> Tuple[tf.Tensor, tf.Tensor]:
+                  constraint_state: Any = None,
+                  seeds=None) -> Tuple[tf.Tensor, tf.Tensor]:
     """Draws ``m = plan.beam_size`` samples of each of ``b`` sentences.
 
     Args:
@@ -95,6 +98,8 @@ def sample_search(step_fn: StepFn,
       eos_id: the end-of-sentence id.
       max_length: ``T``, the static length of the id buffers; default max(decode_length).
       constraint, constraint_state: restrict every draw (see ``beam_search``).
+      seeds: int [b] (any integer dtype, values in [0, 2**32)), each sentence's seed in
+        the random stream; None: ``sampler.seed`` for every sentence.
 
     Returns:
       ids: int32 [b, m, T], EOS-terminated within ``decode_length``, 0 after EOS, in
@@ -110,11 +115,11 @@ def sample_search(step_fn: StepFn,
         sentence_ids = tf.range(batch, dtype=tf.int32)
     row_sentence = tf.repeat(tf.cast(sentence_ids, tf.int32), m)            # [n]
     row_sample = tf.tile(tf.range(m, dtype=tf.int32), [batch])              # [n]
+    row_seed = sampler.seed if seeds is None else tf.repeat(seeds, m)       # int or [n]
 
     def draw(logits, log_probs, step):
         probs = sampling_probabilities(logits, log_probs > NEG_INF / 2, sampler)
-        return inverse_cdf(probs, uniform_draws(sampler.seed, row_sentence, row_sample,
-                                                step))
+        return inverse_cdf(probs, uniform_draws(row_seed, row_sentence, row_sample, step))
 
     ids, scores = row_search(step_fn, start, plan, decode_length, draw, alpha, eos_id,
                              max_length, constraint, constraint_state)
@@ -156,9 +161,11 @@ def inverse_cdf(probs, uniform) -> tf.Tensor:
     return tf.minimum(token, last_possible)
 
 
-def uniform_draws(seed: int, sentence, sample, step) -> tf.Tensor:
+def uniform_draws(seed, sentence, sample, step) -> tf.Tensor:
     """float32 [n] in [0, 1): a hash of ``(seed, sentence [n], sample [n], step)`` (24
-    bits), the same for the same four numbers in any batch, graph or device."""
+    bits), the same for the same four numbers in any batch, graph or device. ``seed`` is
+    an int or an integer tensor (a scalar or [n], one per row), in [0, 2**32) either way;
+    an int and a tensor of the same value give the same draws."""
     def mix(value):
         # MurmurHash3's 32-bit finaliser: every input bit flips each output bit with
         # probability about 1/2.
@@ -168,7 +175,12 @@ def uniform_draws(seed: int, sentence, sample, step) -> tf.Tensor:
         value = value * _u32(0xC2B2AE35)
         return tf.bitwise.bitwise_xor(value, tf.bitwise.right_shift(value, _u32(16)))
 
-    state = mix(tf.fill(tf.shape(sentence), _u32(seed)) + _u32(0x9E3779B9))
+    if isinstance(seed, int):
+        seed = tf.fill(tf.shape(sentence), _u32(seed))
+    else:   # via int64: a uint32 cast of int32 or int64 keeps the low 32 bits
+        seed = tf.broadcast_to(tf.cast(tf.cast(seed, tf.int64) & 0xFFFFFFFF, _U32),
+                               tf.shape(sentence))
+    state = mix(seed + _u32(0x9E3779B9))
     for part, salt in ((sentence, 0x7F4A7C15), (sample, 0x94D049BB), (step, 0xBF58476D)):
         part = tf.broadcast_to(tf.cast(part, _U32), tf.shape(sentence))
         state = mix(tf.bitwise.bitwise_xor(state, mix(part + _u32(salt))) + _u32(0x9E3779B9))

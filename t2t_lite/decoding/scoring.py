@@ -14,6 +14,9 @@ allow is a ``UserError`` naming its line. Pairs are batched by length (about
 ``batch_size`` padded tokens a batch), so a pair's score does not depend on its neighbours
 beyond the float rounding of the batch's matmuls.
 
+``score_ids`` is the graph part, shared with the SavedModel export's ``score`` signature
+(``t2t_lite.runs.export``): padded id batches in, both scores out.
+
 ``split_pairs`` reads ``source<TAB>target`` lines (no TensorFlow needed for it).
 """
 from __future__ import annotations
@@ -45,6 +48,33 @@ def format_score(score: Score) -> str:
     return f"{score[0]:.6f}\t{score[1]:.6f}"
 
 
+def score_ids(model, inputs, targets, alpha: float):
+    """Teacher-forced scores of padded id batches, in the graph or eagerly.
+
+    Args:
+      model: the ``Transformer`` (its ``call``).
+      inputs: int32 [b, s], EOS-terminated sources, 0-padded.
+      targets: int32 [b, t], EOS-terminated targets, 0-padded.
+      alpha: the GNMT length-penalty exponent.
+
+    Returns:
+      log_probs: float32 [b], the sum of each target's token log-probabilities (EOS
+        included).
+      scores: float32 [b], ``log_probs / length_penalty(tokens, alpha)``, tokens counting
+        EOS.
+    """
+    import tensorflow as tf
+
+    from t2t_lite.decoding.search_common import length_penalty
+    logits = model({"inputs": inputs, "targets": targets}, training=False)
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)       # [b, t, V]
+    token_log_probs = tf.gather(log_probs, targets, batch_dims=2)               # [b, t]
+    real = targets != 0
+    sums = tf.reduce_sum(tf.where(real, token_log_probs, 0.0), axis=1)          # [b]
+    lengths = tf.reduce_sum(tf.cast(real, tf.int32), axis=1)                    # [b]
+    return sums, sums / length_penalty(lengths, alpha)
+
+
 class Scorer:
     """Teacher-forced log-probabilities of targets given sources.
 
@@ -74,16 +104,9 @@ class Scorer:
             self.max_input_length = min(self.max_input_length, hparams.max_length)
             self.max_target_length = int(hparams.max_length)
         spec = tf.TensorSpec([None, None], tf.int32)
-        self._log_probs = tf.function(self._sum_log_probs, input_signature=[spec, spec])
-
-    def _sum_log_probs(self, inputs, targets):
-        """inputs int32 [b, s], targets int32 [b, t] (0-padded, EOS-terminated) -> float32
-        [b]: the sum of each target's token log-probabilities, EOS included."""
-        import tensorflow as tf
-        logits = self.model({"inputs": inputs, "targets": targets}, training=False)
-        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)   # [b, t, V]
-        token_log_probs = tf.gather(log_probs, targets, batch_dims=2)           # [b, t]
-        return tf.reduce_sum(tf.where(targets != 0, token_log_probs, 0.0), axis=1)
+        self._score_ids = tf.function(
+            lambda inputs, targets: score_ids(self.model, inputs, targets, self.alpha),
+            input_signature=[spec, spec])
 
     def encode(self, sources: Sequence[str], targets: Sequence[str]
                ) -> Tuple[List[List[int]], List[List[int]]]:
@@ -111,7 +134,6 @@ class Scorer:
         import numpy as np
         import tensorflow as tf
 
-        from t2t_lite.decoding.search_common import length_penalty
         order = sorted(range(len(sources)),
                        key=lambda i: (-max(len(sources[i]), len(targets[i])), i))
         results: List[Optional[Score]] = [None] * len(sources)
@@ -126,11 +148,10 @@ class Scorer:
             for row, index in enumerate(batch):
                 inputs[row, :len(sources[index])] = sources[index]
                 outputs[row, :len(targets[index])] = targets[index]
-            sums = self._log_probs(tf.constant(inputs), tf.constant(outputs)).numpy()
-            lengths = np.array([len(targets[i]) for i in batch])
-            penalties = length_penalty(tf.constant(lengths), self.alpha).numpy()
+            sums, scores = (tensor.numpy() for tensor in
+                            self._score_ids(tf.constant(inputs), tf.constant(outputs)))
             for row, index in enumerate(batch):
-                results[index] = (float(sums[row]), float(sums[row] / penalties[row]))
+                results[index] = (float(sums[row]), float(scores[row]))
         return results  # type: ignore[return-value]
 
     def score(self, sources: Sequence[str], targets: Sequence[str]) -> List[Score]:

@@ -22,7 +22,8 @@ parsing's ``TreeConstraint``, from ``Problem.decode_constraint``) restricts the 
 and the sampling to outputs it allows.
 
 ``translate_ids`` is one ``tf.function`` over any ``[b, s]`` batch (``s`` padded in the graph
-to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel.
+to its bucket by ``tf.switch_case``): the exporter bakes it into a SavedModel. With a
+sampler, ``sample_ids`` is the same with each row's stream id and seed as inputs.
 """
 from __future__ import annotations
 
@@ -145,6 +146,11 @@ class Translator:
             vocabulary.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
         self.translate_ids = tf.function(
             self._translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+        self.sample_ids = None
+        if sampler is not None:
+            self.sample_ids = tf.function(self._translate_ids, input_signature=[
+                tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
+                tf.TensorSpec([None], tf.int64)])
 
     @classmethod
     def from_decode_hparams(cls, model, vocabulary: Vocabulary,
@@ -194,12 +200,13 @@ class Translator:
                          f"{self.max_input_length}; truncate it first (encode does)")
 
     # The search, in the graph ---------------------------------------------------------
-    def _search(self, inputs, sentence_ids=None, prefixes=None):
+    def _search(self, inputs, sentence_ids=None, prefixes=None, seeds=None):
         """inputs int32 [b, L] (0-padded, EOS-terminated; L static under XLA) ->
         (ids int32 [b, k, T], scores float32 [b, k]) with T = output_length(L); ``k`` is
         ``num_samples`` with a sampler, whose stream takes each row's id from
-        ``sentence_ids`` int32 [b] (None: the row index). ``prefixes`` int32 [b, P]
-        (0-padded; None: no prefixes) start the outputs."""
+        ``sentence_ids`` int32 [b] (None: the row index) and its seed from ``seeds``
+        int64 [b] (None: the sampler's). ``prefixes`` int32 [b, P] (0-padded; None: no
+        prefixes) start the outputs."""
         length = inputs.shape[1] if inputs.shape[1] is not None else tf.shape(inputs)[1]
         max_length = self.output_length(length)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(inputs, PAD_ID), tf.int32), axis=1)
@@ -215,7 +222,7 @@ class Translator:
                            constraint_state=constraint.initial_state(inputs, decode_length))
         if self.sampler is not None:
             return sample_search(step_fn, start, self.plan, decode_length, self.sampler,
-                                 sentence_ids, self.alpha, **options)
+                                 sentence_ids, self.alpha, seeds=seeds, **options)
         if self.plan.beam_size == 1:
             ids, scores = greedy_search(step_fn, start, self.plan, decode_length, self.alpha,
                                         **options)
@@ -240,10 +247,12 @@ class Translator:
                 tf.TensorSpec([None, key], tf.int32), **specs)
         return self._bucket_fns[key, prefixed]
 
-    def _translate_ids(self, inputs):
+    def _translate_ids(self, inputs, sentence_ids=None, seeds=None):
         """inputs int32 [b, s] (0-padded, EOS-terminated) -> (ids int32 [b, k, T],
         scores float32 [b, k]), T = ``max_output_length``. Rows longer than
-        ``max_input_length`` are cut to it, EOS last."""
+        ``max_input_length`` are cut to it, EOS last. With a sampler, ``sentence_ids``
+        int32 [b] and ``seeds`` int64 [b] key each row's random stream (``_search``);
+        ``sample_ids`` is this with both given, ``translate_ids`` with neither."""
         inputs = tf.cast(inputs, tf.int32)
         longest = self.buckets[-1]
         width = tf.shape(inputs)[1]
@@ -259,7 +268,10 @@ class Translator:
             def run():
                 padded = tf.pad(inputs, [[0, 0], [0, length - width]])
                 padded = tf.ensure_shape(padded, [None, length])
-                ids, scores = self._search_fn(padded)
+                if sentence_ids is None and seeds is None:
+                    ids, scores = self._search_fn(padded)
+                else:
+                    ids, scores = self._search_fn(padded, sentence_ids, seeds=seeds)
                 ids = tf.pad(ids, [[0, 0], [0, 0], [0, total - self.output_length(length)]])
                 return ids, scores
             return run
