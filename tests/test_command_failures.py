@@ -276,7 +276,9 @@ def test_broken_pipe_ends_quietly_with_sigpipe_status(capsys):
 def test_a_signal_mid_decode_is_one_line_and_leaves_no_file(signum, tmp_path):
     run = tiny_run_dir()
     source = tmp_path / "in.txt"
-    source.write_text("seven hundred and twelve\n" * 20000, encoding="utf-8")
+    # Far more than can be decoded in the moments between the progress bar's first line
+    # and the signal, even on a fast machine: the signal must find decoding under way.
+    source.write_text("seven hundred and twelve\n" * 200000, encoding="utf-8")
     output = tmp_path / "out.txt"
     process = subprocess.Popen(
         [str(BIN / "t2t-lite-decoder"), f"--output_dir={run}", f"--decode_from_file={source}",

@@ -237,9 +237,7 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
         run_config, problem, model, vocabulary = load_trained_model(
             args.output_dir, args.checkpoint_path or None)
         if args.quantize == "int8":
-            from t2t_lite.layers.quantization import describe_quantization, quantize_model
-            print(describe_quantization(quantize_model(model), args.jit_compile),
-                  file=sys.stderr)
+            quantize_int8([model], args.jit_compile)
     hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
     if args.score_file:
         source_name = args.score_file
@@ -319,11 +317,17 @@ def load_ensemble(args: argparse.Namespace):
     print(f"ensemble of {len(runs)}: {', '.join(run.checkpoint for run in runs)}",
           file=sys.stderr)
     if args.quantize == "int8":
-        from t2t_lite.layers.quantization import describe_quantization, quantize_model
-        summaries = [quantize_model(run.model) for run in runs]
-        print(f"{describe_quantization(summaries[0], args.jit_compile)} (every member)",
-              file=sys.stderr)
+        quantize_int8([run.model for run in runs], args.jit_compile)
     return runs[0].problem, Ensemble([run.model for run in runs]), runs[0].vocabulary
+
+
+def quantize_int8(models: Sequence, jit_compile: bool) -> None:
+    """Quantizes each model's matmul weights to int8 in place and prints the first one's
+    summary line (marked ``(every member)`` for an ensemble)."""
+    from t2t_lite.layers.quantization import describe_quantization, quantize_model
+    summaries = [quantize_model(model) for model in models]
+    every = " (every member)" if len(models) > 1 else ""
+    print(f"{describe_quantization(summaries[0], jit_compile)}{every}", file=sys.stderr)
 
 
 def translate_and_write(translator, todo: Sequence[int], encoded: Sequence[Sequence[int]],
