@@ -283,13 +283,23 @@ def test_shape_only_build_counts_like_a_real_model(variant):
 
 
 CPU_SETS = ("transformer_tiny", "transformer_small", "transformer_multi30k",
-            "transformer_parsing_tiny")
+            "transformer_multi30k_tiny", "transformer_parsing_tiny")
 
 
 @pytest.mark.parametrize("name", CPU_SETS)
 def test_cpu_set_parameter_counts_match_formula(name):
     hp = registry.hparams(name)
     assert build_shapes_only(hp, 8000).count_params() == analytic_parameter_count(hp, 8000)
+
+
+def test_multi30k_tiny_set_is_the_published_four_layer_model():
+    tiny = registry.hparams("transformer_multi30k_tiny")
+    assert (tiny.num_hidden_layers, tiny.hidden_size, tiny.filter_size, tiny.num_heads) \
+        == (4, 128, 256, 4)
+    assert build_shapes_only(tiny, 8000).count_params() == 2_342_912
+    peak = tiny.learning_rate_constant * tiny.hidden_size ** -0.5 \
+        * tiny.learning_rate_warmup_steps ** -0.5
+    assert round(peak, 4) == 0.0049
 
 
 def test_multi30k_set_is_the_small_model_regularised():
