@@ -131,5 +131,5 @@ def test_sets_reproduce_the_paper_rows(name, expected):
 def test_all_required_sets_are_registered():
     required = {row[0] for row in PAPER_ROWS} | {
         "transformer_tiny", "transformer_small", "transformer_multi30k",
-        "transformer_parsing_tiny"}
+        "transformer_parsing_tiny", "transformer_parsing_small"}
     assert required <= set(registry.HPARAMS_SETS.names())

@@ -283,7 +283,7 @@ def test_shape_only_build_counts_like_a_real_model(variant):
 
 
 CPU_SETS = ("transformer_tiny", "transformer_small", "transformer_multi30k",
-            "transformer_parsing_tiny")
+            "transformer_parsing_tiny", "transformer_parsing_small")
 
 
 @pytest.mark.parametrize("name", CPU_SETS)
@@ -303,3 +303,11 @@ def test_multi30k_set_is_the_small_model_regularised():
     assert (round(peak, 4), multi30k.batch_size, multi30k.train_steps,
             multi30k.average_checkpoints) == (0.003, 4096, 5000, 12)
 
+
+def test_parsing_small_set_is_the_small_model_for_long_trees():
+    small, parsing = registry.hparams("transformer_small"), registry.hparams("transformer_parsing_small")
+    # The parser's vocabulary is 4,000 pieces: 4,000 x 256 shared embeddings less than at 8,000.
+    assert build_shapes_only(parsing, 4000).count_params() \
+        == build_shapes_only(small, 8000).count_params() - 4000 * 256
+    assert (parsing.max_length, parsing.batch_size, parsing.layer_prepostprocess_dropout,
+            parsing.attention_dropout, parsing.relu_dropout) == (256, 2048, 0.3, 0.0, 0.0)
