@@ -192,4 +192,4 @@ def transformer_parsing_small() -> HParams:
     return transformer_small().replace(max_length=256, batch_size=2048,
                                        layer_prepostprocess_dropout=0.3, attention_dropout=0.0,
                                        relu_dropout=0.0, learning_rate_constant=1.0,
-                                       train_steps=6000)
+                                       train_steps=7500)
