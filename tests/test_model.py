@@ -305,7 +305,8 @@ def test_multi30k_set_is_the_small_model_regularised():
 
 
 def test_parsing_small_set_is_the_small_model_for_long_trees():
-    small, parsing = registry.hparams("transformer_small"), registry.hparams("transformer_parsing_small")
+    small = registry.hparams("transformer_small")
+    parsing = registry.hparams("transformer_parsing_small")
     # The parser's vocabulary is 4,000 pieces: 4,000 x 256 shared embeddings less than at 8,000.
     assert build_shapes_only(parsing, 4000).count_params() \
         == build_shapes_only(small, 8000).count_params() - 4000 * 256
