@@ -60,6 +60,17 @@ def test_run_directory_is_self_describing_and_scalars_are_written(numbers_data, 
     assert (resumed["step"], resumed["steps_this_run"]) == (9, 3)
 
 
+def test_checkpoints_every_n_steps_are_the_same_steps_when_resumed(numbers_data, tmp_path):
+    run = tmp_path / "run"
+    steps = dict(save_checkpoints_steps=4, save_checkpoints_secs=0, keep_checkpoint_max=10)
+    Trainer(make_config(numbers_data, run, train_steps=6, **steps)).run()
+    Trainer(make_config(numbers_data, run, train_steps=10, **steps)).run()
+    state = tf.train.get_checkpoint_state(str(run))
+    saved = [int(path.rsplit("-", 1)[1]) for path in state.all_model_checkpoint_paths]
+    assert saved == [4, 6, 8, 10]   # every 4 steps (not every step, as secs=0 alone would),
+    #                                 and the final step of each run
+
+
 def test_a_run_directory_with_another_configuration_is_refused(numbers_data, tmp_path):
     run = tmp_path / "run"
     Trainer(make_config(numbers_data, run, train_steps=1)).run()

@@ -47,6 +47,10 @@ class TrainerConfig:
     save_checkpoints_secs: int = flag(
         "seconds between checkpoints (the paper: 10 minutes); a final one is always written",
         default=600, type=non_negative_int)
+    save_checkpoints_steps: int = flag(
+        "save a checkpoint every N steps instead of every --save_checkpoints_secs, so that "
+        "a run's checkpoints (and the average of its last few) are the same steps on any "
+        "machine (0: by time)", default=0, type=non_negative_int)
     keep_checkpoint_max: int = flag(None, default=20, type=positive_int)
     best_checkpoint_metric: str = flag(
         "dev score that picks the model kept in OUTPUT_DIR/best (default: the problem's "

@@ -288,7 +288,7 @@ class Trainer:
                 with train_writer.as_default(step=step):
                     for name, value in progress.last_scalars.items():
                         tf.summary.scalar(name, value)
-            if time.monotonic() - last_save >= config.save_checkpoints_secs:
+            if self._checkpoint_due(step, last_save):
                 checkpoints.save(step)
                 last_save = time.monotonic()
             if config.local_eval_frequency and step % config.local_eval_frequency == 0 \
@@ -316,6 +316,15 @@ class Trainer:
         print("Training done: " + ", ".join(f"{k}={_fmt(v)}" for k, v in summary.items()),
               flush=True)
         return summary
+
+    def _checkpoint_due(self, step: int, last_save: float) -> bool:
+        """Whether step ``step`` (not the last) is saved: every --save_checkpoints_steps
+        steps, or --save_checkpoints_secs after the last save (``time.monotonic()``)."""
+        if step >= self.train_steps:
+            return False   # the final checkpoint is written after the loop
+        if self.config.save_checkpoints_steps:
+            return step % self.config.save_checkpoints_steps == 0
+        return time.monotonic() - last_save >= self.config.save_checkpoints_secs
 
     def _evaluate(self, evaluator: "Evaluator", writer, step: int,
                   best: best_checkpoint.BestCheckpoint) -> Dict[str, float]:
