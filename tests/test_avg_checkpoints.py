@@ -4,6 +4,7 @@ from pathlib import Path
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from t2t_lite.commands import avg_checkpoints, decoder
@@ -122,3 +123,13 @@ def test_missing_checkpoint_is_a_clear_error(capsys, tmp_path):
                                    str(tmp_path / "ckpt-9"), "--output_path",
                                    str(tmp_path / "out")])
     assert status == 2 and "ckpt-9: no checkpoint there" in capsys.readouterr().err
+
+
+def test_an_empty_checkpoints_flag_is_an_error_not_the_default(capsys, tmp_path):
+    """``--checkpoints=$EMPTY`` (an unmatched glob, say) must not average the last N."""
+    with pytest.raises(SystemExit) as exit_info:
+        avg_checkpoints.main(["--output_dir", str(tiny_run_dir()), "--checkpoints=",
+                              "--output_path", str(tmp_path / "out" / "ckpt")])
+    assert exit_info.value.code == 2
+    assert "--checkpoints='' names no checkpoint" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import List, Optional
 
 from t2t_lite.commands.common import command_parser, run_command
-from t2t_lite.errors import UserError
 from t2t_lite.flag_fields import positive_int
 
 DEFAULT_OUTPUT = Path("averaged") / "ckpt-avg"
@@ -29,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--num_last_checkpoints", type=positive_int, default=None,
                         help="average the newest N checkpoints (default: the run's "
                              "hparams.average_checkpoints)")
-    parser.add_argument("--checkpoints", default="",
+    parser.add_argument("--checkpoints", default=None, metavar="RUN/ckpt-A,RUN/ckpt-B,...",
                         help="comma-separated checkpoint prefixes to average instead")
     parser.add_argument("--output_path", default="",
                         help=f"checkpoint prefix to write (default: "
@@ -38,8 +37,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.checkpoints and args.num_last_checkpoints:
+    """``--checkpoints`` and ``--num_last_checkpoints`` exclude each other; a
+    ``--checkpoints`` given must name at least one (an empty shell glob or variable is not
+    taken to mean the default last N)."""
+    if args.checkpoints is None:
+        return
+    if args.num_last_checkpoints:
         parser.error("give --checkpoints or --num_last_checkpoints, not both")
+    if not checkpoint_list(args.checkpoints):
+        parser.error(f"--checkpoints={args.checkpoints!r} names no checkpoint: list them as "
+                     f"RUN/ckpt-A,RUN/ckpt-B, or leave the flag out to average the run's last N")
+
+
+def checkpoint_list(flag_value: str) -> List[str]:
+    """The checkpoint prefixes of a ``--checkpoints`` value, blanks dropped."""
+    return [path.strip() for path in flag_value.split(",") if path.strip()]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -71,10 +83,8 @@ def run(args: argparse.Namespace) -> str:
     from t2t_lite.usr_dir import import_run_usr_dir
 
     import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
-    if args.checkpoints:
-        checkpoints = [path.strip() for path in args.checkpoints.split(",") if path.strip()]
-        if not checkpoints:
-            raise UserError(f"--checkpoints={args.checkpoints!r} names no checkpoint")
+    if args.checkpoints is not None:
+        checkpoints = checkpoint_list(args.checkpoints)
     else:
         count = args.num_last_checkpoints
         if count is None:
