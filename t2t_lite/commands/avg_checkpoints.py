@@ -44,14 +44,9 @@ def check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         return
     if args.num_last_checkpoints:
         parser.error("give --checkpoints or --num_last_checkpoints, not both")
-    if not checkpoint_list(args.checkpoints):
+    if not args.checkpoints.strip():
         parser.error(f"--checkpoints={args.checkpoints!r} names no checkpoint: list them as "
                      f"RUN/ckpt-A,RUN/ckpt-B, or leave the flag out to average the run's last N")
-
-
-def checkpoint_list(flag_value: str) -> List[str]:
-    """The checkpoint prefixes of a ``--checkpoints`` value, blanks dropped."""
-    return [path.strip() for path in flag_value.split(",") if path.strip()]
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -80,11 +75,12 @@ def check_run_dir(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> str:
     from t2t_lite.runs.averaging import average_checkpoints, last_checkpoints
     from t2t_lite.runs.config import RunConfig
+    from t2t_lite.runs.ensemble_members import split_items
     from t2t_lite.usr_dir import import_run_usr_dir
 
     import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
     if args.checkpoints is not None:
-        checkpoints = checkpoint_list(args.checkpoints)
+        checkpoints = split_items(args.checkpoints, "--checkpoints")
     else:
         count = args.num_last_checkpoints
         if count is None:
