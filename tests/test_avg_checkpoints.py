@@ -133,3 +133,15 @@ def test_an_empty_checkpoints_flag_is_an_error_not_the_default(capsys, tmp_path)
     assert exit_info.value.code == 2
     assert "--checkpoints='' names no checkpoint" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_an_empty_item_in_checkpoints_is_an_error_before_tensorflow(capsys, tmp_path):
+    """``A,,B`` is not read as ``A,B``: one line naming the fix, nothing written."""
+    run = tiny_run_dir()
+    status = avg_checkpoints.main(["--output_dir", str(run), "--checkpoints",
+                                   f"{run}/ckpt-1,,{run}/ckpt-2",
+                                   "--output_path", str(tmp_path / "out" / "ckpt")])
+    err = capsys.readouterr().err
+    assert status == 2 and "has an empty item; separate paths by single commas" in err
+    assert "devices:" not in err  # refused before TensorFlow started
+    assert not (tmp_path / "out").exists()

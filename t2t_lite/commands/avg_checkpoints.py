@@ -62,10 +62,14 @@ def failure_types() -> tuple:
 
 def check_run_dir(args: argparse.Namespace) -> None:
     """Before TensorFlow starts: the ``--t2t_usr_dir`` the run recorded (if any) is still
-    there, and the averaged checkpoint's directory can be written (or created)."""
+    there, ``--checkpoints`` has no empty item, and the averaged checkpoint's directory can
+    be written (or created)."""
+    from t2t_lite.runs.ensemble_members import split_items
     from t2t_lite.user_paths import creatable_dir
     from t2t_lite.usr_dir import check_run_usr_dir
     check_run_usr_dir(args.output_dir, args.t2t_usr_dir)
+    if args.checkpoints is not None:
+        split_items(args.checkpoints, "--checkpoints")
     if args.output_path:
         creatable_dir(Path(args.output_path).parent, "--output_path")
     else:
