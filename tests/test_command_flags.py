@@ -142,6 +142,13 @@ def test_every_command_shares_the_common_flags(name):
     assert ("--verbosity" in options) == (name != "evalb")  # evalb runs no TensorFlow
 
 
+@pytest.mark.parametrize("name", COMMAND_MODULES)
+def test_every_flag_of_every_command_says_what_it_does_in_help(name):
+    parser = importlib.import_module(f"t2t_lite.commands.{name}").build_parser()
+    silent = [action.option_strings[0] for action in _flags(parser) if not action.help]
+    assert silent == []
+
+
 @pytest.mark.parametrize("name,flags", [
     ("datagen", "--problem, --data_dir"), ("decoder", "--output_dir"),
     ("exporter", "--output_dir, --export_dir"), ("avg_checkpoints", "--output_dir"),

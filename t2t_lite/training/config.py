@@ -51,7 +51,10 @@ class TrainerConfig:
         "save a checkpoint every N steps instead of every --save_checkpoints_secs, so that "
         "a run's checkpoints (and the average of its last few) are the same steps on any "
         "machine (0: by time)", default=0, type=non_negative_int)
-    keep_checkpoint_max: int = flag(None, default=20, type=positive_int)
+    keep_checkpoint_max: int = flag(
+        "newest OUTPUT_DIR/ckpt-N kept; older ones are deleted (OUTPUT_DIR/best is kept "
+        "apart); keep at least the checkpoints you will average", default=20,
+        type=positive_int)
     best_checkpoint_metric: str = flag(
         "dev score that picks the model kept in OUTPUT_DIR/best (default: the problem's "
         "text metric: bleu, parse_f1 or exact_match; loss when --eval_decode_sentences=0); "
@@ -66,7 +69,9 @@ class TrainerConfig:
     log_step_count_steps: int = flag(
         "steps between progress lines and TensorBoard training scalars",
         default=100, type=positive_int)
-    random_seed: int = flag(None, default=1, type=int)
+    random_seed: int = flag(
+        "seed of the initial weights, dropout and the order of the training examples; "
+        "the same seed, data, flags and machine train the same weights", default=1, type=int)
     worker_gpu: Optional[int] = flag("GPUs to use (default: all visible)",
                                      default=None, type=positive_int)
     cpu_devices: int = flag(
