@@ -45,6 +45,14 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+def seed_int(text: str) -> int:
+    """``argparse`` type: a random seed, an integer in [0, 2**32)."""
+    value = int(text)
+    if not 0 <= value < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**32), got {text}")
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class FlagSpec:
     """How one config field appears on the command line."""

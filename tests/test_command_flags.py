@@ -38,7 +38,7 @@ TRAINER_FLAGS = [
     ("--early_stopping_patience", 0, "non_negative_int"),
     ("--warm_start_from", "", "str"),
     ("--log_step_count_steps", 100, "positive_int"),
-    ("--random_seed", 1, "int"),
+    ("--random_seed", 1, "seed_int"),
     ("--worker_gpu", None, "positive_int"),
     ("--cpu_devices", 1, "positive_int"),
     ("--jit_compile", False, "flag"),
@@ -79,16 +79,26 @@ def test_trainer_flag_types_are_pinned(flag, default, kind, capsys):
             parser.parse_args([f"{flag}=float8"])
         assert flag in capsys.readouterr().err
         return
-    accepted = {"str": "raw", "int": "-3", "positive_int": "7", "non_negative_int": "0",
+    accepted = {"str": "raw", "seed_int": "4294967295", "positive_int": "7", "non_negative_int": "0",
                 "verbosity": "2"}[kind]
     value = vars(parser.parse_args([f"{flag}={accepted}"]))[flag[2:]]
     assert value == (accepted if kind == "str" else int(accepted))
-    refused = {"positive_int": "0", "non_negative_int": "-1", "int": "x",
+    refused = {"positive_int": "0", "non_negative_int": "-1", "seed_int": "-1",
                "verbosity": "3"}.get(kind)
     if refused is not None:
         with pytest.raises(SystemExit):
             parser.parse_args([f"{flag}={refused}"])
         assert flag in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", ["-1", "4294967296"])
+def test_a_random_seed_numpy_cannot_take_is_a_usage_error(seed, capsys):
+    """Keras seeds NumPy, which takes [0, 2**32): outside it, one usage line, not a
+    traceback after TensorFlow's start."""
+    with pytest.raises(SystemExit) as stopped:
+        trainer.build_parser().parse_args([f"--random_seed={seed}"])
+    assert stopped.value.code == 2
+    assert "--random_seed: must be in [0, 2**32)" in capsys.readouterr().err
 
 
 def test_eval_decode_sentences_and_its_old_name_set_the_same_field():
@@ -110,7 +120,7 @@ def test_trainer_config_is_built_from_every_flag():
             "--keep_checkpoint_max=6",
             "--best_checkpoint_metric=loss", "--early_stopping_patience=3",
             "--warm_start_from=W",
-            "--log_step_count_steps=8", "--random_seed=-2", "--worker_gpu=2",
+            "--log_step_count_steps=8", "--random_seed=7", "--worker_gpu=2",
             "--cpu_devices=3", "--jit_compile", "--mixed_precision",
             "--gradient_accumulation_steps=4", "--attention_summary_steps=11",
             "--attention_probes=0", "--worker_timeout_secs=30"]
@@ -124,7 +134,7 @@ def test_trainer_config_is_built_from_every_flag():
         save_checkpoints_secs=9, save_checkpoints_steps=7, keep_checkpoint_max=6,
         best_checkpoint_metric="loss",
         early_stopping_patience=3, warm_start_from="W", log_step_count_steps=8,
-        random_seed=-2, worker_gpu=2, cpu_devices=3, jit_compile=True,
+        random_seed=7, worker_gpu=2, cpu_devices=3, jit_compile=True,
         mixed_precision="bfloat16",
         gradient_accumulation_steps=4, attention_summary_steps=11, attention_probes=0,
         worker_timeout_secs=30, usr_dir="/u")

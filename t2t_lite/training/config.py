@@ -10,7 +10,7 @@ import dataclasses
 from typing import Optional
 
 from t2t_lite.data.tfds_source import DATA_SOURCE_HELP, DATA_SOURCES, TFDS_DATA_DIR_HELP
-from t2t_lite.flag_fields import flag, non_negative_int, positive_int
+from t2t_lite.flag_fields import flag, non_negative_int, positive_int, seed_int
 
 MIXED_PRECISION_CHOICES = ("bfloat16", "float16")
 
@@ -70,8 +70,9 @@ class TrainerConfig:
         "steps between progress lines and TensorBoard training scalars",
         default=100, type=positive_int)
     random_seed: int = flag(
-        "seed of the initial weights, dropout and the order of the training examples; "
-        "the same seed, data, flags and machine train the same weights", default=1, type=int)
+        "seed in [0, 2**32) of the initial weights, dropout and the order of the training "
+        "examples; on a CPU the same seed, data and flags train the same weights, stopped "
+        "and resumed or not", default=1, type=seed_int)
     worker_gpu: Optional[int] = flag("GPUs to use (default: all visible)",
                                      default=None, type=positive_int)
     cpu_devices: int = flag(
