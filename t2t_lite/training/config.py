@@ -52,9 +52,9 @@ class TrainerConfig:
         "a run's checkpoints (and the average of its last few) are the same steps on any "
         "machine (0: by time)", default=0, type=non_negative_int)
     keep_checkpoint_max: int = flag(
-        "newest OUTPUT_DIR/ckpt-N kept; older ones are deleted (OUTPUT_DIR/best is kept "
-        "apart); keep at least the checkpoints you will average", default=20,
-        type=positive_int)
+        "how many of the newest OUTPUT_DIR/ckpt-N to keep; older ones are deleted "
+        "(OUTPUT_DIR/best is kept apart); keep at least as many as you will average",
+        default=20, type=positive_int)
     best_checkpoint_metric: str = flag(
         "dev score that picks the model kept in OUTPUT_DIR/best (default: the problem's "
         "text metric: bleu, parse_f1 or exact_match; loss when --eval_decode_sentences=0); "
