@@ -22,6 +22,7 @@ C = TypeVar("C", bound="TypedConfig")
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
+_KIND_OF_VALUE = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 
 class ConfigError(UserError):
@@ -131,7 +132,7 @@ class TypedConfig:
                 raise ValueError(text)
             return expected(text)
         except ValueError:
-            raise cls.CONFIG_ERROR(f"{cls.KIND} {key!r} takes a {expected.__name__}, got "
+            raise cls.CONFIG_ERROR(f"{cls.KIND} {key!r} takes {_KIND_OF_VALUE[expected]}, got "
                                    f"{text!r}; valid keys: {cls.valid_keys()}") from None
 
     def to_dict(self) -> Dict[str, Any]:

@@ -32,10 +32,10 @@ def test_to_string_round_trips():
 
 @pytest.mark.parametrize("text, fragments", [
     ("beam=4", ["unknown decode hparam 'beam'", "valid keys:", "beam_size"]),
-    ("beam_size=four", ["'beam_size' takes a int", "valid keys:"]),
-    ("alpha=high", ["'alpha' takes a float"]),
-    ("return_beams=maybe", ["'return_beams' takes a bool"]),
-    ("beam_size=4.5", ["'beam_size' takes a int"]),
+    ("beam_size=four", ["'beam_size' takes an integer", "valid keys:"]),
+    ("alpha=high", ["'alpha' takes a number"]),
+    ("return_beams=maybe", ["'return_beams' takes true or false"]),
+    ("beam_size=4.5", ["'beam_size' takes an integer"]),
     ("beam_size", ["is not key=value", "valid keys:"]),
     ("beam_size=2,beam_size=3", ["'beam_size' is given twice"]),
     ("beam_size=0", ["'beam_size' must be >= 1"]),

@@ -22,9 +22,9 @@ def test_unknown_key_names_the_key_and_the_valid_keys():
 
 
 @pytest.mark.parametrize("override, fragment", [
-    ("num_heads=four", "'num_heads' takes a int"),
-    ("label_smoothing=high", "'label_smoothing' takes a float"),
-    ("shared_embedding_and_softmax_weights=maybe", "takes a bool"),
+    ("num_heads=four", "'num_heads' takes an integer"),
+    ("label_smoothing=high", "'label_smoothing' takes a number"),
+    ("shared_embedding_and_softmax_weights=maybe", "takes true or false"),
     ("num_heads", "is not key=value"),
     ("pos=rope", "'pos' must be one of"),
     ("num_heads=7", "divisible by num_heads"),
@@ -38,7 +38,7 @@ def test_bad_values_are_refused(override, fragment):
 
 # Each error line docs/model.md shows, and an override that gives it.
 DOCUMENTED_ERRORS = {
-    "num_heads=x": "hparam 'num_heads' takes a int, got 'x'; valid keys: ",
+    "num_heads=x": "hparam 'num_heads' takes an integer, got 'x'; valid keys: ",
     "clip_grad_norm=nan": "hparam 'clip_grad_norm' must be a finite number, got nan",
     "num_heads=0": "hparam 'num_heads' must be positive, got 0",
     "attention_key_channels=-1": "hparam 'attention_key_channels' must be >= 0, got -1",
