@@ -22,7 +22,7 @@ C = TypeVar("C", bound="TypedConfig")
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
-_KIND_OF_VALUE = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+_KIND_OF_VALUE = {int: "an integer", float: "a number", bool: "true or false"}
 
 
 class ConfigError(UserError):
