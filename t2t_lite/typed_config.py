@@ -22,7 +22,7 @@ C = TypeVar("C", bound="TypedConfig")
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
-_KIND_OF_VALUE = {int: "an integer", float: "a number", bool: "true or false"}
+_KIND_OF_VALUE = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 
 class ConfigError(UserError):
@@ -42,7 +42,7 @@ class TypedConfig:
             if expected is float and _is_instance(value, int):
                 object.__setattr__(self, name, float(value))
             elif not _is_instance(value, expected):
-                self._fail(f"{self.KIND} {name!r} must be {expected.__name__}, got {value!r}")
+                self._fail(f"{self.KIND} {name!r} must be {_KIND_OF_VALUE[expected]}, got {value!r}")
             if expected is float and not math.isfinite(getattr(self, name)):
                 self._fail(f"{self.KIND} {name!r} must be a finite number, got {value!r}")
         self._validate()

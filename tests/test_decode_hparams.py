@@ -52,7 +52,7 @@ def test_bad_overrides_name_the_key(text, fragments):
 def test_bad_problem_defaults_are_refused():
     with pytest.raises(DecodeHParamsError, match="unknown decode hparam 'beam'"):
         parse_decode_hparams("", {"beam": 4})
-    with pytest.raises(DecodeHParamsError, match="'beam_size' must be int"):
+    with pytest.raises(DecodeHParamsError, match="'beam_size' must be an integer"):
         parse_decode_hparams("", {"beam_size": "4"})
 
 

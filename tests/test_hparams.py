@@ -36,6 +36,19 @@ def test_bad_values_are_refused(override, fragment):
     assert fragment in str(error.value)
 
 
+@pytest.mark.parametrize("field, value, words", [
+    ("num_heads", "8", "must be an integer, got '8'"),
+    ("label_smoothing", "0.1", "must be a number, got '0.1'"),
+    ("shared_embedding_and_softmax_weights", 1, "must be true or false, got 1"),
+    ("pos", 3, "must be a string, got 3"),
+])
+def test_values_of_the_wrong_python_type_are_named_in_words(field, value, words):
+    # The path of an hparams.json edited by hand or a set written in Python.
+    with pytest.raises(HParamsError) as error:
+        HParams(**{field: value})
+    assert f"hparam {field!r} {words}" in str(error.value)
+
+
 # Each error line docs/model.md shows, and an override that gives it.
 DOCUMENTED_ERRORS = {
     "num_heads=x": "hparam 'num_heads' takes an integer, got 'x'; valid keys: ",
