@@ -526,6 +526,21 @@ def test_run_config_with_an_unknown_key_is_one_error_line(tmp_path, capsys):
     assert line.startswith(f"error: {path} lacks key 'vocab_size'")
 
 
+def test_run_config_with_a_badly_typed_hparam_names_the_file(tmp_path, capsys):
+    run = copy_run_dir(tmp_path / "run")
+    path = run / RUN_CONFIG_FILE
+    values = json.loads(path.read_text())
+    values["hparams"]["num_heads"] = str(values["hparams"]["num_heads"])
+    path.write_text(json.dumps(values))
+    source = tmp_path / "in.txt"
+    source.write_text("seven\n", encoding="utf-8")
+    assert decode(run, source) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert line == (f"error: {path}: hparam 'num_heads' must be an integer, got "
+                    f"'{values['hparams']['num_heads']}'; restore the file t2t-lite-trainer "
+                    f"wrote or start a new --output_dir")
+
+
 def test_a_checkpoint_that_does_not_fit_the_model_is_one_error_line(tmp_path, capfd):
     run = copy_run_dir(tmp_path / "run")
     path = run / RUN_CONFIG_FILE

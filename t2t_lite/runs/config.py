@@ -51,6 +51,8 @@ class RunConfig:
 
     @classmethod
     def load(cls, output_dir: str) -> "RunConfig":
+        """The run's configuration; ``UserError`` naming the file when it is not JSON, has
+        unknown or missing keys, or holds hparams that do not validate."""
         path = Path(output_dir) / RUN_CONFIG_FILE
         if not path.is_file():
             raise FileNotFoundError(
@@ -62,7 +64,13 @@ class RunConfig:
             raise UserError(f"{path} is not valid JSON ({error}); restore it or start a "
                             f"new --output_dir") from None
         check_fields(path, values)
-        return cls(**values)
+        config = cls(**values)
+        try:
+            config.resolved_hparams()
+        except UserError as error:
+            raise UserError(f"{path}: {error}; restore the file t2t-lite-trainer wrote or "
+                            f"start a new --output_dir") from None
+        return config
 
     @classmethod
     def load_if_present(cls, output_dir: str) -> Optional["RunConfig"]:
