@@ -43,7 +43,7 @@ def test_bad_values_are_refused(override, fragment):
     ("pos", 3, "must be a string, got 3"),
 ])
 def test_values_of_the_wrong_python_type_are_named_in_words(field, value, words):
-    # The path of an hparams.json edited by hand or a set written in Python.
+    # The path of a set written in Python and of a run's run_config.json.
     with pytest.raises(HParamsError) as error:
         HParams(**{field: value})
     assert f"hparam {field!r} {words}" in str(error.value)

@@ -19,6 +19,7 @@ from t2t_lite.hparams_lib import HParams
 from t2t_lite.user_paths import write_atomically
 
 RUN_CONFIG_FILE = "run_config.json"
+RESTORE_HINT = "restore the file t2t-lite-trainer wrote or start a new --output_dir"
 
 
 class RunConfigMismatch(UserError):
@@ -61,15 +62,13 @@ class RunConfig:
         try:
             values = json.loads(path.read_text())
         except json.JSONDecodeError as error:
-            raise UserError(f"{path} is not valid JSON ({error}); restore it or start a "
-                            f"new --output_dir") from None
+            raise UserError(f"{path} is not valid JSON ({error}); {RESTORE_HINT}") from None
         check_fields(path, values)
         config = cls(**values)
         try:
             config.resolved_hparams()
         except UserError as error:
-            raise UserError(f"{path}: {error}; restore the file t2t-lite-trainer wrote or "
-                            f"start a new --output_dir") from None
+            raise UserError(f"{path}: {error}; {RESTORE_HINT}") from None
         return config
 
     @classmethod
@@ -105,17 +104,16 @@ def check_fields(path: Path, values: Any) -> None:
     ``run_config.json``) has a key ``RunConfig`` does not know or lacks a required one."""
     if not isinstance(values, dict):
         raise UserError(f"{path} must hold a JSON object, not {type(values).__name__}; "
-                        f"restore the file t2t-lite-trainer wrote or start a new --output_dir")
+                        f"{RESTORE_HINT}")
     fields = dataclasses.fields(RunConfig)
     known = [field.name for field in fields]
     unknown = [key for key in values if key not in known]
     if unknown:
         raise UserError(f"{path} has unknown key {unknown[0]!r}"
                         f"{f' (and {len(unknown) - 1} more)' if len(unknown) > 1 else ''}; "
-                        f"valid keys: {', '.join(known)}. Remove it, or restore the file "
-                        f"t2t-lite-trainer wrote")
+                        f"valid keys: {', '.join(known)}. Remove it, or {RESTORE_HINT}")
     missing = [field.name for field in fields if field.name not in values
                and field.default is dataclasses.MISSING]
     if missing:
         raise UserError(f"{path} lacks key {missing[0]!r} (required: "
-                        f"{', '.join(missing)}); restore the file t2t-lite-trainer wrote")
+                        f"{', '.join(missing)}); {RESTORE_HINT}")
