@@ -391,6 +391,34 @@ def test_disk_full_error_as_tensorflow_raises_it(tmp_path, monkeypatch):
     assert checkpoints.save(3).endswith("ckpt-3")  # space freed: saving works again
 
 
+def test_disk_full_while_writing_the_state_file_removes_the_saved_files(tmp_path,
+                                                                       monkeypatch):
+    """The disk can fill after the checkpoint's files are written, while TensorFlow
+    rewrites the state file: the new files go and the state file keeps the last good."""
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(tf.ones([4]))),
+                                         str(tmp_path), max_to_keep=5)
+    checkpoints = checkpointing.RunCheckpoints(manager._checkpoint, manager)
+    assert checkpoints.save(2).endswith("ckpt-2")
+    real_record_state = manager._record_state
+
+    def disk_full():
+        assert list(tmp_path.glob("ckpt-3.*"))  # the checkpoint's own files are written
+        raise tf.errors.ResourceExhaustedError(
+            None, None, f"{tmp_path}/checkpoint.tmp; No space left on device")
+
+    monkeypatch.setattr(manager, "_record_state", disk_full)
+    with pytest.raises(CheckpointSaveError, match="the last good checkpoint is .*ckpt-2"):
+        checkpoints.save(3)
+    assert not list(tmp_path.glob("ckpt-3*"))
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-2")
+    assert manager.checkpoints == [f"{tmp_path}/ckpt-2"]
+
+    monkeypatch.setattr(manager, "_record_state", real_record_state)
+    assert checkpoints.save(3).endswith("ckpt-3")
+    assert tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths == [
+        f"{tmp_path}/ckpt-2", f"{tmp_path}/ckpt-3"]
+
+
 # A checkpoint write killed mid-way: caught by SIGSTOP while its _temp directory exists,
 # then SIGKILLed. A checkpoint big enough (~0.7M parameters + Adam) to take a while.
 BIGGER = "num_hidden_layers=2,hidden_size=128,filter_size=512,num_heads=2,batch_size=512,max_length=40"

@@ -24,6 +24,7 @@ save killed between writing its files and listing them) is removed.
 """
 from __future__ import annotations
 
+import collections
 import errno
 import os
 import re
@@ -95,13 +96,23 @@ class RunCheckpoints:
         return None
 
     def save(self, step: int) -> str:
-        """Writes the checkpoint of ``step``; raises ``CheckpointSaveError`` on a full disk."""
+        """Writes the checkpoint of ``step``; raises ``CheckpointSaveError`` on a full disk.
+
+        The disk can fill while TensorFlow writes the checkpoint's files or after, while
+        it rewrites the state file; either way the failed save's files are removed and
+        the state file still names the last good checkpoint."""
+        listed_before = list(self.manager._maybe_delete.items())
+        latest_before = self.manager._latest_checkpoint
         try:
             path = self.manager.save(checkpoint_number=step)
         except (tf.errors.OpError, OSError) as error:
             if not is_disk_full(error):
                 raise
             target = os.path.join(self.manager.directory, f"{CHECKPOINT_PREFIX}-{step}")
+            # CheckpointManager lists the new checkpoint in memory before it writes the
+            # state file; undo that, so that only what the state file lists is kept.
+            self.manager._maybe_delete = collections.OrderedDict(listed_before)
+            self.manager._latest_checkpoint = latest_before
             self._remove_failed_save(target)
             last = self.last_good or "none: no checkpoint was saved yet"
             raise CheckpointSaveError(
