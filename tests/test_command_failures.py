@@ -284,7 +284,10 @@ def test_a_signal_mid_decode_is_one_line_and_leaves_no_file(signum, tmp_path):
         [str(BIN / "t2t-lite-decoder"), f"--output_dir={run}", f"--decode_from_file={source}",
          f"--decode_to_file={output}", "--decode_hparams=beam_size=1,extra_length=3"],
         cwd=tmp_path, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        # A suite started in the background ('pytest &') hands its children an ignored
+        # SIGINT, which Python then leaves ignored; the decoder gets Ctrl-C's default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         stderr = ""
         while "decoding:" not in stderr:   # the progress bar: decoding has started
