@@ -318,7 +318,9 @@ set -u
 mount -t tmpfs -o size=64m tmpfs "$DISK" || exit 97
 timeout 300 "$@" >"$OUT/stdout" 2>"$OUT/stderr" &
 trainer=$!
-while [ ! -e "$DISK/run/ckpt-3.index" ] && kill -0 "$trainer" 2>/dev/null; do sleep 0.05; done
+while ! grep -qs '"ckpt-3"' "$DISK/run/checkpoint" && kill -0 "$trainer" 2>/dev/null; do
+  sleep 0.05
+done
 dd if=/dev/zero of="$DISK/filler" bs=1M 2>/dev/null
 wait "$trainer"; echo $? >"$OUT/rc"
 rm -f "$DISK/filler"
@@ -331,7 +333,7 @@ cp -a "$DISK/run" "$OUT/run"
                     "namespace (unshare --user --map-root-user --mount) here")
 def test_disk_full_while_saving_is_one_clear_error_and_the_run_resumes(numbers_data,
                                                                       tmp_path):
-    """A real full disk: a 64 MB tmpfs, filled up once the trainer has saved ckpt-3."""
+    """A real full disk: a 64 MB tmpfs, filled up once the state file lists ckpt-3."""
     disk, out = tmp_path / "disk", tmp_path / "out"
     disk.mkdir()
     out.mkdir()
