@@ -1,6 +1,7 @@
 """What a run directory survives: a second trainer on it, damaged checkpoints, a full disk,
 a killed checkpoint write, a model that fails to build, avg-checkpoints aimed at the run's
 own checkpoints, and a hand-edited run_config.json."""
+import errno
 import json
 import re
 import os
@@ -419,6 +420,34 @@ def test_disk_full_while_writing_the_state_file_removes_the_saved_files(tmp_path
     assert checkpoints.save(3).endswith("ckpt-3")
     assert tf.train.get_checkpoint_state(str(tmp_path)).all_model_checkpoint_paths == [
         f"{tmp_path}/ckpt-2", f"{tmp_path}/ckpt-3"]
+
+
+def test_disk_full_on_the_state_files_second_rewrite_keeps_the_whole_checkpoint(
+        tmp_path, monkeypatch):
+    """CheckpointManager names a new checkpoint in the state file, deletes those beyond
+    max_to_keep, then rewrites the state file: a full disk there leaves a whole checkpoint
+    the state file names, and the error calls it the last good one."""
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(v=tf.Variable(tf.ones([4]))),
+                                         str(tmp_path), max_to_keep=1)
+    checkpoints = checkpointing.RunCheckpoints(manager._checkpoint, manager)
+    assert checkpoints.save(2).endswith("ckpt-2")
+    real_record_state, calls = manager._record_state, []
+
+    def full_on_the_second_call():
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_record_state()
+
+    monkeypatch.setattr(manager, "_record_state", full_on_the_second_call)
+    with pytest.raises(CheckpointSaveError, match="the last good checkpoint is .*ckpt-3"):
+        checkpoints.save(3)
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-3")
+    assert checkpointing.steps_on_disk(tmp_path) == [3]
+    monkeypatch.setattr(manager, "_record_state", real_record_state)
+    restored = checkpointing.RunCheckpoints(manager._checkpoint, tf.train.CheckpointManager(
+        manager._checkpoint, str(tmp_path), max_to_keep=1))
+    assert restored.restore().endswith("ckpt-3")
 
 
 # A checkpoint write killed mid-way: caught by SIGSTOP while its _temp directory exists,

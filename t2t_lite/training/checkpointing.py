@@ -98,9 +98,11 @@ class RunCheckpoints:
     def save(self, step: int) -> str:
         """Writes the checkpoint of ``step``; raises ``CheckpointSaveError`` on a full disk.
 
-        The disk can fill while TensorFlow writes the checkpoint's files or after, while
-        it rewrites the state file; either way the failed save's files are removed and
-        the state file still names the last good checkpoint."""
+        The state file decides what a failed save leaves: when it does not name
+        ``ckpt-<step>`` (the disk filled while TensorFlow wrote the checkpoint, or before
+        the state file named it) the save's files go; when it does (the disk filled on
+        the state file's second rewrite, after older checkpoints were deleted) the
+        checkpoint is whole and is the last good one."""
         listed_before = list(self.manager._maybe_delete.items())
         latest_before = self.manager._latest_checkpoint
         try:
@@ -109,11 +111,15 @@ class RunCheckpoints:
             if not is_disk_full(error):
                 raise
             target = os.path.join(self.manager.directory, f"{CHECKPOINT_PREFIX}-{step}")
-            # CheckpointManager lists the new checkpoint in memory before it writes the
-            # state file; undo that, so that only what the state file lists is kept.
-            self.manager._maybe_delete = collections.OrderedDict(listed_before)
-            self.manager._latest_checkpoint = latest_before
-            self._remove_failed_save(target)
+            shutil.rmtree(target + "_temp", ignore_errors=True)
+            if step in (listed_steps(self.manager.directory) or []):
+                self.last_good = target
+            else:
+                # CheckpointManager lists the new checkpoint in memory before it writes
+                # the state file: undo that as well.
+                self.manager._maybe_delete = collections.OrderedDict(listed_before)
+                self.manager._latest_checkpoint = latest_before
+                self._remove_files(target)
             last = self.last_good or "none: no checkpoint was saved yet"
             raise CheckpointSaveError(
                 f"no space left on device while saving {target}; the last good checkpoint "
@@ -136,14 +142,11 @@ class RunCheckpoints:
         listed = [self.manager.latest_checkpoint, *reversed(self.manager.checkpoints)]
         return list(dict.fromkeys(path for path in listed if path))
 
-    def _remove_failed_save(self, target: str) -> None:
-        """Deletes the temp directory and files of ``target`` unless the state file lists
-        it (then they are an older save of the same step, not this failed one)."""
-        shutil.rmtree(target + "_temp", ignore_errors=True)
-        if target in self.manager.checkpoints:
-            return
-        for path in Path(target).parent.glob(Path(target).name + ".*"):
-            if path.name.endswith(".index") or ".data-" in path.name:
+    @staticmethod
+    def _remove_files(prefix: str) -> None:
+        """Deletes the ``.index`` and ``.data-*`` files of the checkpoint ``prefix``."""
+        for path in Path(prefix).parent.glob(Path(prefix).name + ".*"):
+            if _STEP_FILE.fullmatch(path.name):
                 path.unlink(missing_ok=True)
 
 
