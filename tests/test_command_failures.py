@@ -280,14 +280,19 @@ def test_a_signal_mid_decode_is_one_line_and_leaves_no_file(signum, tmp_path):
     # and the signal, even on a fast machine: the signal must find decoding under way.
     source.write_text("seven hundred and twelve\n" * 200000, encoding="utf-8")
     output = tmp_path / "out.txt"
-    process = subprocess.Popen(
-        [str(BIN / "t2t-lite-decoder"), f"--output_dir={run}", f"--decode_from_file={source}",
-         f"--decode_to_file={output}", "--decode_hparams=beam_size=1,extra_length=3"],
-        cwd=tmp_path, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-        # A suite started in the background ('pytest &') hands its children an ignored
-        # SIGINT, which Python then leaves ignored; the decoder gets Ctrl-C's default.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    # A suite started in the background ('pytest &') runs with SIGINT ignored, which a
+    # child inherits and Python then leaves ignored. A handled signal is reset to its
+    # default in the child, so the decoder starts as from a terminal.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        process = subprocess.Popen(
+            [str(BIN / "t2t-lite-decoder"), f"--output_dir={run}",
+             f"--decode_from_file={source}", f"--decode_to_file={output}",
+             "--decode_hparams=beam_size=1,extra_length=3"],
+            cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    finally:
+        signal.signal(signal.SIGINT, previous)
     try:
         stderr = ""
         while "decoding:" not in stderr:   # the progress bar: decoding has started

@@ -119,7 +119,7 @@ class RunCheckpoints:
                 # the state file: undo that as well.
                 self.manager._maybe_delete = collections.OrderedDict(listed_before)
                 self.manager._latest_checkpoint = latest_before
-                self._remove_files(target)
+                remove_checkpoint_files(self.manager.directory, step)
             last = self.last_good or "none: no checkpoint was saved yet"
             raise CheckpointSaveError(
                 f"no space left on device while saving {target}; the last good checkpoint "
@@ -141,13 +141,6 @@ class RunCheckpoints:
     def _newest_first(self) -> List[str]:
         listed = [self.manager.latest_checkpoint, *reversed(self.manager.checkpoints)]
         return list(dict.fromkeys(path for path in listed if path))
-
-    @staticmethod
-    def _remove_files(prefix: str) -> None:
-        """Deletes the ``.index`` and ``.data-*`` files of the checkpoint ``prefix``."""
-        for path in Path(prefix).parent.glob(Path(prefix).name + ".*"):
-            if _STEP_FILE.fullmatch(path.name):
-                path.unlink(missing_ok=True)
 
 
 def is_disk_full(error: BaseException) -> bool:
@@ -181,6 +174,13 @@ def steps_on_disk(directory: Union[str, Path]) -> List[int]:
         return []
     return sorted({int(match.group(1)) for match in map(_STEP_FILE.fullmatch,
                    (path.name for path in directory.iterdir())) if match})
+
+
+def remove_checkpoint_files(directory: Union[str, Path], step: int) -> None:
+    """Deletes the ``.index`` and ``.data-*`` files of ``ckpt-<step>`` in ``directory``."""
+    for path in Path(directory).glob(f"{CHECKPOINT_PREFIX}-{step}.*"):
+        if _STEP_FILE.fullmatch(path.name):
+            path.unlink(missing_ok=True)
 
 
 def listed_steps(directory: Union[str, Path]) -> Optional[List[int]]:
@@ -236,9 +236,7 @@ def reconcile_state(directory: Union[str, Path]) -> None:
         return
     unlisted = [step for step in on_disk if step > listed[-1]]
     for step in unlisted:
-        for path in directory.glob(f"{CHECKPOINT_PREFIX}-{step}.*"):
-            if _STEP_FILE.fullmatch(path.name):
-                path.unlink()
+        remove_checkpoint_files(directory, step)
     if unlisted:
         names = ", ".join(f"{CHECKPOINT_PREFIX}-{step}" for step in unlisted)
         print(f"Removed {names}: newer than every checkpoint {directory / STATE_FILE} "
