@@ -135,6 +135,18 @@ def test_sigkill_two_replicas_then_rerun_matches_uninterrupted(numbers_data, tmp
     assert_same_weights(killed, reference)
 
 
+def test_a_finished_run_continued_with_more_steps_matches_the_longer_run(
+        numbers_data, uninterrupted_trainer_run, tmp_path):
+    # docs/training.md and docs/parsing.md continue finished runs with a larger
+    # --train_steps and report them as the longer command's run.
+    run = tmp_path / "continued"
+    for steps in ("--train_steps=15", "--train_steps=30"):
+        subprocess.run(trainer_command(numbers_data, run, steps, "--save_checkpoints_secs=3600"),
+                       check=True, env=ENV, capture_output=True, timeout=DEADLINE)
+    assert checkpoint_step(run) == 30
+    assert_same_weights(run, uninterrupted_trainer_run)
+
+
 # SIGTERM ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_sigterm_saves_at_a_step_boundary_and_rerun_matches(numbers_data,
