@@ -282,8 +282,8 @@ def test_shape_only_build_counts_like_a_real_model(variant):
         == analytic_parameter_count(hp, VOCAB)
 
 
-CPU_SETS = ("transformer_tiny", "transformer_small", "transformer_multi30k",
-            "transformer_parsing_tiny", "transformer_parsing_small")
+CPU_SETS = ("transformer_tiny", "transformer_small", "transformer_multi30k_small",
+            "transformer_multi30k", "transformer_parsing_tiny", "transformer_parsing_small")
 
 
 @pytest.mark.parametrize("name", CPU_SETS)
@@ -292,8 +292,9 @@ def test_cpu_set_parameter_counts_match_formula(name):
     assert build_shapes_only(hp, 8000).count_params() == analytic_parameter_count(hp, 8000)
 
 
-def test_multi30k_set_is_the_small_model_regularised():
-    small, multi30k = registry.hparams("transformer_small"), registry.hparams("transformer_multi30k")
+def test_multi30k_small_set_is_the_small_model_regularised():
+    small = registry.hparams("transformer_small")
+    multi30k = registry.hparams("transformer_multi30k_small")
     assert build_shapes_only(multi30k, 8000).count_params() \
         == build_shapes_only(small, 8000).count_params() == 7_568_384
     assert (multi30k.layer_prepostprocess_dropout, multi30k.attention_dropout,
@@ -302,6 +303,22 @@ def test_multi30k_set_is_the_small_model_regularised():
         * multi30k.learning_rate_warmup_steps ** -0.5
     assert (round(peak, 4), multi30k.batch_size, multi30k.train_steps,
             multi30k.average_checkpoints) == (0.003, 4096, 5000, 12)
+
+
+def test_multi30k_recipe_is_the_small_set_six_layers_deep_and_pre_norm():
+    small = registry.hparams("transformer_multi30k_small")
+    recipe = registry.hparams("transformer_multi30k")
+    # Three more layers a side and the two stacks' final LayerNorms (gain and bias, d=256).
+    layer_pair = (build_shapes_only(small.replace(num_hidden_layers=4), 8000).count_params()
+                  - build_shapes_only(small, 8000).count_params())
+    assert build_shapes_only(recipe, 8000).count_params() \
+        == 7_568_384 + 3 * layer_pair + 2 * 2 * 256 == 13_089_792
+    assert (recipe.num_hidden_layers, recipe.layer_norm_position, recipe.train_steps,
+            recipe.average_checkpoints) == (6, "pre", 4000, 8)
+    unchanged = ("hidden_size", "filter_size", "num_heads", "batch_size", "learning_rate_constant",
+                 "learning_rate_warmup_steps", "layer_prepostprocess_dropout",
+                 "attention_dropout", "relu_dropout", "label_smoothing")
+    assert {k: getattr(recipe, k) for k in unchanged} == {k: getattr(small, k) for k in unchanged}
 
 
 def test_parsing_small_set_is_the_small_model_for_long_trees():
