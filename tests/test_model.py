@@ -308,11 +308,11 @@ def test_multi30k_small_set_is_the_small_model_regularised():
 def test_multi30k_recipe_is_the_small_set_six_layers_deep_and_pre_norm():
     small = registry.hparams("transformer_multi30k_small")
     recipe = registry.hparams("transformer_multi30k")
-    # Three more layers a side and the two stacks' final LayerNorms (gain and bias, d=256).
+    # Three more layers a side and the two stacks' final LayerNorms (gain and bias each).
     layer_pair = (build_shapes_only(small.replace(num_hidden_layers=4), 8000).count_params()
                   - build_shapes_only(small, 8000).count_params())
     assert build_shapes_only(recipe, 8000).count_params() \
-        == 7_568_384 + 3 * layer_pair + 2 * 2 * 256 == 13_089_792
+        == 7_568_384 + 3 * layer_pair + 2 * 2 * recipe.hidden_size == 13_089_792
     assert (recipe.num_hidden_layers, recipe.layer_norm_position, recipe.train_steps,
             recipe.average_checkpoints) == (6, "pre", 4000, 8)
     unchanged = ("hidden_size", "filter_size", "num_heads", "batch_size", "learning_rate_constant",
