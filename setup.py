@@ -56,7 +56,7 @@ setup(
         "pillow>=10,<14",
     ],
     extras_require={
-        "test": ["pytest>=8,<10"],
+        "test": ["pytest>=8,<10", "pytest-xdist>=3.5,<4"],
         # scripts/benchmark.py --compare: the peers timed beside t2t-lite
         "bench": ["ctranslate2>=4.5,<5", "torch>=2.4,<3"],
     },

@@ -1,6 +1,9 @@
 """Shared test fixtures: the real data under ../shared/data, and quiet TensorFlow logs."""
+import fcntl
 import os
+import shutil
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -46,6 +49,28 @@ def numbers_data() -> Path:
     return run_dir_helpers.data_dir()
 
 
+def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """The folder ``build(folder)`` fills, built once per test session by whichever
+    pytest-xdist worker asks first while the others wait for it (a lock file in the
+    session's temporary folder, which the workers share). A build that raises leaves no
+    folder behind, so the next test that asks builds again."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # pytest-N/popen-gwK: pytest-N is the session's, shared
+    folder, done = base / name, base / f"{name}.done"
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            try:
+                build(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def uninterrupted_trainer_run(numbers_data, tmp_path_factory) -> Path:
     """A run directory of ``t2t-lite-trainer`` (test_trainer's tiny flags) trained 30 steps
@@ -53,12 +78,13 @@ def uninterrupted_trainer_run(numbers_data, tmp_path_factory) -> Path:
     interrupted by SIGKILL or SIGTERM and resumed must end with. Tests read it only."""
     import subprocess
     from test_trainer import trainer_command
-    run = tmp_path_factory.mktemp("uninterrupted") / "run"
-    subprocess.run(trainer_command(numbers_data, run, "--train_steps=30",
-                                   "--save_checkpoints_secs=3600"),
-                   check=True, capture_output=True, timeout=300,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
-    return run
+
+    def train(run: Path) -> None:
+        subprocess.run(trainer_command(numbers_data, run, "--train_steps=30",
+                                       "--save_checkpoints_secs=3600"),
+                       check=True, capture_output=True, timeout=300,
+                       env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return built_once(tmp_path_factory, "uninterrupted_run", train)
 
 
 @pytest.fixture(scope="session")
@@ -66,8 +92,10 @@ def trained_ptb_parser(tmp_path_factory):
     """A parser trained briefly on the WSJ sample (``trained_parser.train_ptb_parser``),
     once per session: tests read it, never write into it."""
     import trained_parser
-    return trained_parser.train_ptb_parser(shared_data_dir("ptb_wsj_sample"),
-                                           tmp_path_factory.mktemp("ptb_parser"))
+    sample = shared_data_dir("ptb_wsj_sample")
+    root = built_once(tmp_path_factory, "ptb_parser",
+                      lambda root: trained_parser.train_ptb_parser(sample, root))
+    return trained_parser.load(root)
 
 
 @pytest.fixture
@@ -89,3 +117,17 @@ def unwritable_dir(tmp_path) -> Path:
         pytest.skip("no directory here refuses writes to this user")
     finally:
         candidates[0].chmod(0o700)  # so that pytest can remove tmp_path
+
+
+
+# The suite runs on every core (setup.cfg: pytest-xdist's ``-n auto --dist loadfile``): a
+# worker gets whole test files, so module-scoped fixtures are built once; session fixtures
+# that cost a training run are built once for all workers by ``built_once``. Files with the
+# most slow tests go first, so that no long file starts last while the other workers idle.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    slow_tests: dict = {}
+    for item in items:
+        slow_tests[item.path] = slow_tests.get(item.path, 0) + (
+            item.get_closest_marker("slow") is not None)
+    items.sort(key=lambda item: -slow_tests[item.path])  # stable: each file's order kept

@@ -4,6 +4,7 @@ the suite, shared by the tests that need a parser with some structure (EVALB agr
 constrained decoding)."""
 import contextlib
 import io
+import json
 import re
 from pathlib import Path
 from typing import Dict, NamedTuple
@@ -19,8 +20,9 @@ class TrainedParser(NamedTuple):
     final_eval: Dict[str, float]   # the trainer's last ``[eval] step N: name=value, ...``
 
 
-def train_ptb_parser(sample_dir: Path, root: Path) -> TrainedParser:
-    """Runs t2t-lite-datagen and t2t-lite-trainer in process into ``root``/data, /run."""
+def train_ptb_parser(sample_dir: Path, root: Path) -> None:
+    """Runs t2t-lite-datagen and t2t-lite-trainer in process into ``root``/data, /run, and
+    writes the trainer's final evaluation to ``root``/final_eval.json."""
     from t2t_lite.commands import datagen, trainer
     data, run = root / "data", root / "run"
     assert datagen.main([f"--problem={PROBLEM}", f"--data_dir={data}",
@@ -34,4 +36,10 @@ def train_ptb_parser(sample_dir: Path, root: Path) -> TrainedParser:
                              "--log_step_count_steps=100", "--attention_probes=0"]) == 0
     last_eval = printed.getvalue().split("[eval]")[-1].splitlines()[0]
     final_eval = {name: float(value) for name, value in re.findall(r"(\w+)=([^,\s]+)", last_eval)}
-    return TrainedParser(data, run, final_eval)
+    (root / "final_eval.json").write_text(json.dumps(final_eval))
+
+
+def load(root: Path) -> TrainedParser:
+    """What ``train_ptb_parser`` made in ``root``."""
+    final_eval = json.loads((root / "final_eval.json").read_text())
+    return TrainedParser(root / "data", root / "run", final_eval)
