@@ -75,7 +75,9 @@ def built_once(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Pa
 def uninterrupted_trainer_run(numbers_data, tmp_path_factory) -> Path:
     """A run directory of ``t2t-lite-trainer`` (test_trainer's tiny flags) trained 30 steps
     on ``numbers_data`` without interruption, once per session: the weights that runs
-    interrupted by SIGKILL or SIGTERM and resumed must end with. Tests read it only."""
+    interrupted by SIGKILL or SIGTERM and resumed must end with. Tests read it only. One
+    worker trains it on its own ``numbers_data``; datagen is deterministic, so that is the
+    same data every worker's interrupted runs train on."""
     import subprocess
     from test_trainer import trainer_command
 
@@ -119,12 +121,10 @@ def unwritable_dir(tmp_path) -> Path:
         candidates[0].chmod(0o700)  # so that pytest can remove tmp_path
 
 
-
 # The suite runs on every core (setup.cfg: pytest-xdist's ``-n auto --dist loadfile``): a
 # worker gets whole test files, so module-scoped fixtures are built once; session fixtures
 # that cost a training run are built once for all workers by ``built_once``. Files with the
 # most slow tests go first, so that no long file starts last while the other workers idle.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     slow_tests: dict = {}
     for item in items:
