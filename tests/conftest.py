@@ -1,6 +1,7 @@
 """Shared test fixtures: the real data under ../shared/data, and quiet TensorFlow logs."""
 import fcntl
 import os
+from collections import Counter
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -126,8 +127,5 @@ def unwritable_dir(tmp_path) -> Path:
 # that cost a training run are built once for all workers by ``built_once``. Files with the
 # most slow tests go first, so that no long file starts last while the other workers idle.
 def pytest_collection_modifyitems(config, items):
-    slow_tests: dict = {}
-    for item in items:
-        slow_tests[item.path] = slow_tests.get(item.path, 0) + (
-            item.get_closest_marker("slow") is not None)
+    slow_tests = Counter(item.path for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow_tests[item.path])  # stable: each file's order kept
