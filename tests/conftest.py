@@ -1,8 +1,8 @@
 """Shared test fixtures: the real data under ../shared/data, and quiet TensorFlow logs."""
 import fcntl
 import os
-from collections import Counter
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
