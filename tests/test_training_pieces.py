@@ -92,6 +92,27 @@ def test_label_smoothed_loss_matches_hand_computation(eps):
     assert float(loss) == pytest.approx(expected_sum / expected_count, rel=1e-5)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_label_smoothed_loss_gradient_is_softmax_minus_target(eps, dtype):
+    """The written-out gradient: (softmax(z) - q) per real token, zero at padding."""
+    import tensorflow as tf
+    logits = tf.constant(LOGITS, dtype)
+    with tf.GradientTape() as tape:
+        tape.watch(logits)
+        loss_sum, _ = label_smoothed_cross_entropy(LABELS, logits, eps)
+    gradient = tape.gradient(loss_sum, logits)
+    assert gradient.dtype == dtype
+    z = np.asarray(tf.cast(logits, "float32"), np.float64)
+    probs = np.exp(z) / np.exp(z).sum(-1, keepdims=True)
+    target = np.full(z.shape, eps / (z.shape[-1] - 1))
+    np.put_along_axis(target, LABELS[..., None], 1 - eps, axis=-1)
+    expected = (probs - target) * (LABELS != 0)[..., None]
+    tolerance = 1e-6 if dtype == "float32" else 1e-2
+    np.testing.assert_allclose(np.asarray(tf.cast(gradient, "float32")), expected,
+                               atol=tolerance)
+
+
 def test_padding_never_counts():
     changed = LOGITS.copy()
     changed[0, 3] = [-5.0, 7.0, 0.0, 1.0]

@@ -182,11 +182,11 @@ class MultiHeadAttention(QuantizableLayer, keras.layers.Layer):
 
     def project_self(self, x) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """x [b, n, d_in] -> q [b, n, h, d_k], k [b, h, n, d_k], v [b, h, n, d_v]."""
-        qkv = self._matmul(x, "qkv_kernel")
         kc = self.key_channels
-        return (self._split_heads(qkv[..., :kc], self.key_depth),
-                self._split_heads_first(qkv[..., kc:2 * kc], self.key_depth),
-                self._split_heads_first(qkv[..., 2 * kc:], self.value_depth))
+        q, k, v = ops.split(self._matmul(x, "qkv_kernel"), [kc, 2 * kc], axis=-1)
+        return (self._split_heads(q, self.key_depth),
+                self._split_heads_first(k, self.key_depth),
+                self._split_heads_first(v, self.value_depth))
 
     def project_position(self, x, dtype=None) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         """One decoding position: x [b, 1, d_in] -> q [b, h, 1, d_k], k [b, h, 1, d_k],
@@ -209,10 +209,9 @@ class MultiHeadAttention(QuantizableLayer, keras.layers.Layer):
     def project_memory(self, memory) -> Tuple[tf.Tensor, tf.Tensor]:
         """memory [b, k, d_mem] -> keys [b, h, k, d_k], values [b, h, k, d_v]."""
         memory = ops.cast(memory, self.compute_dtype)
-        kv = self._matmul(memory, "kv_kernel")
-        kc = self.key_channels
-        return (self._split_heads_first(kv[..., :kc], self.key_depth),
-                self._split_heads_first(kv[..., kc:], self.value_depth))
+        k, v = ops.split(self._matmul(memory, "kv_kernel"), [self.key_channels], axis=-1)
+        return (self._split_heads_first(k, self.key_depth),
+                self._split_heads_first(v, self.value_depth))
 
     # Attention core --------------------------------------------------------------
     def attend(self, q, k, v, mask=None, training=False, one_position=False):

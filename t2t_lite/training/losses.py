@@ -19,20 +19,37 @@ from t2t_lite.data.vocab import PAD_ID
 
 def token_cross_entropy(labels, logits, smoothing: float) -> tf.Tensor:
     """labels [b, t], logits [b, t, V] -> float32 [b, t] smoothed cross-entropy per token
-    (padding positions included; mask them yourself)."""
+    (padding positions included; mask them yourself).
+
+    The gradient with respect to the logits is softmax(logits) - q, written out rather
+    than left to autodiff: the gold token's log-probability is a gather, whose automatic
+    gradient scatters into a dense [b * t, V] tensor (a segment sum over every logit),
+    several times the cost of the subtraction."""
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
     vocab_size = logits.shape[-1]
     if vocab_size is None or vocab_size < 2:
         raise ValueError(f"logits need a static vocabulary dimension >= 2, got {vocab_size}")
-    log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)
     labels = ops.cast(labels, "int32")
-    gold = ops.take_along_axis(log_probs, labels[..., None], axis=-1)[..., 0]
-    if smoothing == 0.0:
-        return -gold
     low = smoothing / (vocab_size - 1)
-    # sum_v q_v log p_v with q = low everywhere except 1 - eps at the gold token.
-    return -((1.0 - smoothing - low) * gold + low * ops.sum(log_probs, axis=-1))
+
+    @tf.custom_gradient
+    def cross_entropy(logits):
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        gold = tf.gather(log_probs, labels, batch_dims=len(labels.shape))
+        if smoothing == 0.0:
+            losses = -gold
+        else:   # sum_v q_v log p_v with q = low everywhere except 1 - eps at the gold token.
+            losses = -((1.0 - smoothing - low) * gold
+                       + low * tf.reduce_sum(log_probs, axis=-1))
+
+        def gradient(upstream):
+            target = tf.one_hot(labels, vocab_size, on_value=1.0 - smoothing, off_value=low)
+            return upstream[..., None] * (tf.exp(log_probs) - target)
+
+        return losses, gradient
+
+    return cross_entropy(ops.cast(logits, "float32"))
 
 
 def label_smoothed_cross_entropy(labels, logits, smoothing: float,
