@@ -23,8 +23,7 @@ def token_cross_entropy(labels, logits, smoothing: float) -> tf.Tensor:
 
     The gradient with respect to the logits is softmax(logits) - q, written out rather
     than left to autodiff: the gold token's log-probability is a gather, whose automatic
-    gradient scatters into a dense [b * t, V] tensor (a segment sum over every logit),
-    several times the cost of the subtraction."""
+    gradient scatters into a dense [b * t, V] tensor (a segment sum over every logit)."""
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"label smoothing must be in [0, 1), got {smoothing}")
     vocab_size = logits.shape[-1]
