@@ -11,9 +11,10 @@ class ProgressLog:
 
     ``update(step, stats)`` takes the summed statistics of one step (``loss_sum``,
     ``nll_sum``, ``correct``, ``tokens``, ``source_tokens``) and returns a line such as
-    ``step 200/2000 loss 3.412 acc 0.412 ppl 21.3 lr 6.2e-04 | 2.1 steps/s 9,400 tok/s``
-    when a logging step is reached, else ``None``. ``last_scalars`` then holds the values
-    for TensorBoard.
+    ``step 200/2000 loss 3.412 acc 0.412 ppl 21.3 lr 6.2e-04 | 2.1 steps/s 9,400 tgt tok/s
+    eta 0:14:55`` when a logging step is reached, else ``None``: ``eta`` is the time the
+    remaining steps take at the line's own steps/s (evaluations not counted), absent on the
+    last step. ``last_scalars`` then holds the values for TensorBoard.
     """
 
     def __init__(self, total_steps: int, every: int, learning_rate: Callable[[], float]):
@@ -58,6 +59,8 @@ class ProgressLog:
         line = (f"step {step}/{self.total_steps} loss {s['loss']:.3f} acc {s['accuracy']:.3f} "
                 f"ppl {s['perplexity']:.3g} lr {s['learning_rate']:.2e} | "
                 f"{s['steps_per_sec']:.2f} steps/s {s['tokens_per_sec']:,.0f} tgt tok/s")
+        if step < self.total_steps:
+            line += f" eta {format_duration((self.total_steps - step) / s['steps_per_sec'])}"
         self._window = self._empty()
         self._window_start = time.monotonic()
         return line
@@ -68,3 +71,9 @@ class ProgressLog:
                 "tokens_per_sec": self._run_tokens / max(elapsed, 1e-9),
                 **{f"final_{k}": v for k, v in self.last_scalars.items()
                    if k in ("loss", "accuracy", "perplexity")}}
+
+
+def format_duration(seconds: float) -> str:
+    """``seconds`` as ``H:MM:SS`` (hours unbounded), rounded to the nearest second."""
+    total = int(round(seconds))
+    return f"{total // 3600}:{total % 3600 // 60:02d}:{total % 60:02d}"

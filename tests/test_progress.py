@@ -1,0 +1,47 @@
+"""The trainer's progress lines: rates over the line's own window and the time left."""
+import pytest
+
+from t2t_lite.training import progress as progress_module
+from t2t_lite.training.progress import ProgressLog, format_duration
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def one_step(tokens=400.0):
+    return {"loss_sum": 2.0 * tokens, "nll_sum": 1.5 * tokens, "correct": tokens / 2,
+            "tokens": tokens, "source_tokens": tokens}
+
+
+@pytest.mark.parametrize("seconds, text", [(0, "0:00:00"), (59.6, "0:01:00"),
+                                           (3599, "0:59:59"), (25_212, "7:00:12"),
+                                           (100 * 3600 + 61, "100:01:01")])
+def test_format_duration(seconds, text):
+    assert format_duration(seconds) == text
+
+
+def test_progress_line_rates_and_time_left(monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(progress_module.time, "monotonic", clock)
+    log = ProgressLog(total_steps=1000, every=100, learning_rate=lambda: 1e-3)
+    for step in range(1, 101):
+        clock.now += 2.0 if step <= 50 else 8.0   # the window: 100 steps in 500 s
+        line = log.update(step, one_step())
+        assert (line is None) == (step < 100)
+    assert line == ("step 100/1000 loss 2.000 acc 0.500 ppl 4.48 lr 1.00e-03 | "
+                    "0.20 steps/s 80 tgt tok/s eta 1:15:00")   # 900 steps at 0.2 steps/s
+    assert log.last_scalars["steps_per_sec"] == pytest.approx(0.2)
+    for step in range(101, 1001):          # the next windows: 1 s a step
+        clock.now += 1.0
+        line = log.update(step, one_step())
+        if step == 900:
+            assert line.endswith("1.00 steps/s 400 tgt tok/s eta 0:01:40")
+    assert line.endswith("| 1.00 steps/s 400 tgt tok/s")   # the last step: no time left
+    summary = log.summary()
+    assert summary["train_seconds"] == pytest.approx(1400.0)
+    assert summary["steps_this_run"] == 1000
