@@ -1,5 +1,6 @@
 """t2t-lite-trainer: run directory, resume after SIGKILL, refusal of a different
-configuration, NaN handling, distribution strategies and gradient accumulation."""
+configuration, NaN handling, distribution strategies, gradient accumulation and the
+warning for emulated bfloat16."""
 import json
 import os
 import signal
@@ -9,12 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from t2t_lite.runs.config import RunConfig, RunConfigMismatch
 from t2t_lite.training import train_step as train_step_module
+from t2t_lite.training import trainer as trainer_module
 from t2t_lite.training.trainer import NonFiniteLossError, Trainer, TrainerConfig
 
 TESTS = Path(__file__).resolve().parent
@@ -203,3 +206,24 @@ def test_command_line_errors_are_clear():
                              "--registry_help"], capture_output=True, text=True)
     assert result.returncode == 0 and "transformer_base" in result.stdout
     assert "translate_ende_numbers" in result.stdout
+
+
+@pytest.mark.parametrize("native_bfloat16", [False, True])
+def test_the_trainer_warns_when_bfloat16_is_emulated(numbers_data, tmp_path, monkeypatch,
+                                                     capsys, native_bfloat16):
+    if tf.config.list_physical_devices("GPU"):
+        pytest.skip("a GPU computes bfloat16 itself: the warning is for CPUs alone")
+    monkeypatch.setattr(trainer_module, "has_native_bfloat16", lambda: native_bfloat16)
+    try:
+        for precision in ("", "float16", "bfloat16"):
+            Trainer(make_config(numbers_data, tmp_path / (precision or "float32"),
+                                mixed_precision=precision))
+            warnings = [line for line in capsys.readouterr().err.splitlines()
+                        if line.startswith("warning:")]
+            emulated = precision == "bfloat16" and not native_bfloat16
+            assert len(warnings) == int(emulated), (precision, warnings)
+            if emulated:
+                assert "--mixed_precision=bfloat16 is emulated" in warnings[0]
+                assert "drop --mixed_precision" in warnings[0]
+    finally:
+        keras.mixed_precision.set_global_policy("float32")

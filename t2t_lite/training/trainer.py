@@ -16,6 +16,7 @@ import dataclasses
 import math
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ import keras
 import tensorflow as tf
 
 from t2t_lite import registry
+from t2t_lite.cpu_features import has_native_bfloat16
 from t2t_lite.data import datagen
 from t2t_lite.data.pipeline import make_dataset
 from t2t_lite.errors import UserError
@@ -44,6 +46,18 @@ class NonFiniteLossError(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
+def warn_if_bfloat16_is_emulated(mixed_precision: str) -> None:
+    """Warn on stderr when bfloat16 compute would run on a CPU without bfloat16 arithmetic
+    (AVX512-BF16 or AMX) and no GPU is visible: TensorFlow then emulates bfloat16."""
+    if mixed_precision != "bfloat16" or tf.config.list_physical_devices("GPU") \
+            or has_native_bfloat16():
+        return
+    print("warning: this CPU has no bfloat16 arithmetic (AVX512-BF16 or AMX), so "
+          "--mixed_precision=bfloat16 is emulated and may train slower than float32: time "
+          "both with scripts/benchmark.py train, or drop --mixed_precision",
+          file=sys.stderr, flush=True)
+
+
 class Trainer:
     _run_lock: Optional[RunLock] = None   # held by the chief while it writes output_dir
 
@@ -55,6 +69,7 @@ class Trainer:
             f"mixed_{config.mixed_precision}" if config.mixed_precision else "float32")
         self.strategy = distribution.make_strategy(config.worker_gpu, config.cpu_devices,
                                                    config.worker_timeout_secs)
+        warn_if_bfloat16_is_emulated(config.mixed_precision)
         self.chief = distribution.is_chief(self.strategy)
         self.problem = registry.PROBLEMS.get(config.problem)()
         self.hparams = registry.hparams(config.hparams_set, config.hparams_overrides)
