@@ -13,8 +13,8 @@ class ProgressLog:
     ``nll_sum``, ``correct``, ``tokens``, ``source_tokens``) and returns a line such as
     ``step 200/2000 loss 3.412 acc 0.412 ppl 21.3 lr 6.2e-04 | 2.1 steps/s 9,400 tgt tok/s
     eta 0:14:55`` when a logging step is reached, else ``None``: ``eta`` is the time the
-    remaining steps take at the line's own steps/s (evaluations not counted), absent on the
-    last step. ``last_scalars`` then holds the values for TensorBoard.
+    remaining steps take at the line's own steps/s (over the time since the previous line,
+    evaluations and saves in it included), absent on the last step. ``last_scalars`` then holds the values for TensorBoard.
     """
 
     def __init__(self, total_steps: int, every: int, learning_rate: Callable[[], float]):
