@@ -131,6 +131,22 @@ def test_fetch_downloads_missing_files_and_fails_fast_offline(tmp_path):
     assert not list((tmp_path / "raw").glob("*.download"))
 
 
+def test_a_failed_fetch_removes_the_folders_it_made_and_keeps_what_it_fetched(tmp_path):
+    missing = (RawFile("b.txt", (tmp_path / "nowhere.txt").as_uri()),)
+    with pytest.raises(RawDataError, match="b.txt"):
+        fetch_raw_files(missing, tmp_path / "typo" / "multi30k")
+    assert not (tmp_path / "typo").exists()          # a mistyped --tmp_dir leaves nothing
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(RawDataError):
+        fetch_raw_files(missing, tmp_path / "mine" / "raw")
+    assert (tmp_path / "mine").is_dir() and not (tmp_path / "mine" / "raw").exists()
+    (tmp_path / "upstream.txt").write_text("hello\n")
+    with pytest.raises(RawDataError):
+        fetch_raw_files((RawFile("a.txt", (tmp_path / "upstream.txt").as_uri()),) + missing,
+                        tmp_path / "new" / "raw")
+    assert (tmp_path / "new" / "raw" / "a.txt").read_text() == "hello\n"
+
+
 def test_datagen_reuses_only_complete_splits(tmp_path, mini_multi30k):
     data_dir = tmp_path / "data"
     problem = small_multi30k()

@@ -117,6 +117,7 @@ def fetch_raw_files(files: Sequence[RawFile], tmp_dir: Union[str, Path], *,
     absent). Raises ``RawDataError`` listing every missing required file with its URL.
     """
     tmp_dir = Path(tmp_dir)
+    created = _absent_directories(tmp_dir)
     if files:  # a problem that reads a folder itself (parsing) reports a wrong path
         tmp_dir.mkdir(parents=True, exist_ok=True)
     found: Dict[str, Path] = {}
@@ -136,12 +137,31 @@ def fetch_raw_files(files: Sequence[RawFile], tmp_dir: Union[str, Path], *,
             found[raw.name] = path
     missing = [(raw, why) for raw, why in failures if not raw.optional]
     if missing:
+        _remove_while_empty(created)  # a mistyped --tmp_dir leaves no folders behind
         lines = "\n".join(f"  {raw.name}  <-  {raw.url}" for raw, _ in missing)
         raise RawDataError(
             f"missing raw files in {tmp_dir} (download failed: {missing[0][1]}).\n"
             f"Put these files there (same names), or re-run where the network is reachable:\n"
             f"{lines}")
     return found
+
+
+def _absent_directories(path: Path) -> List[Path]:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    absent = []
+    while not path.exists() and path != path.parent:
+        absent.append(path)
+        path = path.parent
+    return absent
+
+
+def _remove_while_empty(directories: Sequence[Path]) -> None:
+    """Removes ``directories`` (deepest first) until one is not empty or not there."""
+    for directory in directories:
+        try:
+            directory.rmdir()
+        except OSError:
+            return
 
 
 # Plain and gzipped line files ---------------------------------------------------------
