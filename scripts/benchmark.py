@@ -147,7 +147,8 @@ class Peak:
         self.seconds = seconds
         self.a = tf.random.normal([size, size], seed=1)
         self.b = tf.random.normal([size, size], seed=2)
-        self.fn = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)[:1, :1]))
+        self.fn = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)[:1, :1]),
+                              autograph=False)
         self.fn(self.a, self.b).numpy()
 
     def sample(self):

@@ -97,11 +97,11 @@ class Vocabulary(tf.Module):
             return ""
         return self._detokenize_fn(tf.constant([ids], tf.int32)).numpy()[0].decode("utf-8")
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def _tokenize_fn(self, strings):
         return self.tokenize(strings)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)], autograph=False)
     def _detokenize_fn(self, ids):
         return self.detokenize(ids)
 

@@ -106,7 +106,7 @@ class Scorer:
         spec = tf.TensorSpec([None, None], tf.int32)
         self._score_ids = tf.function(
             lambda inputs, targets: score_ids(self.model, inputs, targets, self.alpha),
-            input_signature=[spec, spec])
+            input_signature=[spec, spec], autograph=False)
 
     def encode(self, sources: Sequence[str], targets: Sequence[str]
                ) -> Tuple[List[List[int]], List[List[int]]]:

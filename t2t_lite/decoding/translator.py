@@ -140,17 +140,20 @@ class Translator:
         else:   # m samples a sentence: the step's rows as beam search's k beams
             self.plan = DecodingPlan(beam_size=self.num_samples,
                                      growing_cache=not self.jit_compile)
-        self._search_fn = tf.function(self._search, jit_compile=self.jit_compile)
+        self._search_fn = tf.function(self._search, autograph=False,
+                                      jit_compile=self.jit_compile)
         self._bucket_fns: Dict[Tuple[Optional[int], bool], Callable] = {}
         self._detokenize_fn = tf.function(
-            vocabulary.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+            vocabulary.detokenize, input_signature=[tf.TensorSpec([None, None], tf.int32)],
+            autograph=False)
         self.translate_ids = tf.function(
-            self._translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32)])
+            self._translate_ids, input_signature=[tf.TensorSpec([None, None], tf.int32)],
+            autograph=False)
         self.sample_ids = None
         if sampler is not None:
             self.sample_ids = tf.function(self._translate_ids, input_signature=[
                 tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
-                tf.TensorSpec([None], tf.int64)])
+                tf.TensorSpec([None], tf.int64)], autograph=False)
 
     @classmethod
     def from_decode_hparams(cls, model, vocabulary: Vocabulary,

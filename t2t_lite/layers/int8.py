@@ -114,7 +114,7 @@ def _onednn_product(x_q, kernel: Int8Kernel):
     return op(x_q, kernel.q, kernel.channel_min, kernel.channel_max, bias)
 
 
-@tf.function(jit_compile=True)
+@tf.function(autograph=False, jit_compile=True)
 def _xla_product(x_q, q):
     """int8 [m, k] @ int8 [k, n] -> float32 [m, n], accumulated in int32 (XLA)."""
     return tf.cast(tf.linalg.matmul(x_q, q, output_type=tf.int32), tf.float32)

@@ -94,12 +94,13 @@ class TranslationModule(tf.Module):
                 return self._sample(sentences, seed)
 
             self.serve = tf.function(sample, input_signature=[
-                sentences, tf.TensorSpec([None], tf.int64, name="seed")])
+                sentences, tf.TensorSpec([None], tf.int64, name="seed")], autograph=False)
         else:
-            self.serve = tf.function(self._search, input_signature=[sentences])
+            self.serve = tf.function(self._search, input_signature=[sentences],
+                                     autograph=False)
         self.score = tf.function(self._score, input_signature=[
             tf.TensorSpec([None], tf.string, name="sources"),
-            tf.TensorSpec([None], tf.string, name="targets")])
+            tf.TensorSpec([None], tf.string, name="targets")], autograph=False)
 
     def _source_ids(self, sentences):
         """sentences tf.string [n] -> int32 [n, s]: tokens cut to ``max_input_length - 1``,

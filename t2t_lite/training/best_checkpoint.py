@@ -197,5 +197,6 @@ def agreed_stop(strategy: tf.distribute.Strategy, stop: bool) -> bool:
         return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.identity(value))
 
     total = strategy.experimental_local_results(tf.function(
-        lambda: strategy.run(count, args=(tf.constant(1.0 if stop else 0.0),)))())[0]
+        lambda: strategy.run(count, args=(tf.constant(1.0 if stop else 0.0),)),
+        autograph=False)())[0]
     return float(total) > 0

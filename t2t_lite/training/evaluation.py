@@ -50,7 +50,8 @@ class Evaluator:
         self.decode_hparams = decode_hparams
         # Eval batches come in many (batch, length) shapes; one relaxed trace serves them
         # all instead of a retrace (and TensorFlow's retracing warning) per shape.
-        self._stats_fn = tf.function(self._batch_statistics, reduce_retracing=True)
+        self._stats_fn = tf.function(self._batch_statistics, autograph=False,
+                                    reduce_retracing=True)
         self._texts = None
         self._translator = None
 

@@ -35,7 +35,7 @@ def check_same_step(strategy: tf.distribute.Strategy, step: int, output_dir: str
         return context.all_reduce(tf.distribute.ReduceOp.SUM, slot * value)
 
     steps = strategy.experimental_local_results(tf.function(
-        lambda: strategy.run(gather, args=(tf.constant(float(step)),)))())[0]
+        lambda: strategy.run(gather, args=(tf.constant(float(step)),)), autograph=False)())[0]
     steps = sorted({int(value) for value in np.asarray(steps)})
     if len(steps) > 1:
         raise UserError(

@@ -73,14 +73,15 @@ class TrainStep:
         self.label_smoothing = label_smoothing
         self.accumulation_steps = accumulation_steps
         self.loss_scaling = uses_loss_scaling(optimizer)
-        self._replica_gradients_fn = tf.function(self._replica_gradients, jit_compile=jit_compile)
+        self._replica_gradients_fn = tf.function(self._replica_gradients, autograph=False,
+                                                 jit_compile=jit_compile)
         on_read = dict(trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
                        aggregation=tf.VariableAggregation.SUM)
         with strategy.scope():
             self._grad_sums = [tf.Variable(tf.zeros(v.shape, tf.float32), **on_read)
                                for v in model.trainable_variables]
             self._stat_sums = {name: tf.Variable(0.0, **on_read) for name in STAT_NAMES}
-        self._step_fn = tf.function(self._step)
+        self._step_fn = tf.function(self._step, autograph=False)
 
     def step(self, iterator, stop: bool = False) -> Dict[str, tf.Tensor]:
         """One update from ``accumulation_steps`` batches of ``iterator``; ``stop``: this
