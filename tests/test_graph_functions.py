@@ -15,7 +15,8 @@ SCRIPTS = PACKAGE.parent / "scripts"
 
 
 def tf_function_calls(path: Path):
-    """(line, keyword names) of every ``tf.function(...)`` call or decorator in ``path``."""
+    """(line, {keyword: value node}) of every ``tf.function(...)`` call or decorator in
+    ``path`` (a bare ``@tf.function`` has no keywords)."""
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "function" and isinstance(node.func.value, ast.Name)
