@@ -51,27 +51,25 @@ def log_softmax(logits) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def ranked_extensions(alive_log_probs, token_log_probs, penalty
+def ranked_extensions(alive_log_probs, token_log_probs, penalty, limit: Optional[int] = None
                       ) -> List[Tuple[float, float, int, int]]:
-    """Every extension of every alive hypothesis, best first: (score, log P, beam, token).
+    """Every extension of every alive hypothesis, best first: (score, log P, beam, token);
+    the first ``limit`` of them when given.
 
     alive_log_probs [k'] and token_log_probs [k', V] are the alive hypotheses' and their
     next tokens' log-probabilities; impossible tokens (-inf) are left out. Arithmetic is in
-    the arrays' dtype: the sum, then the division by ``penalty``; ties go to the lower
-    (beam, token)."""
+    the arrays' dtype, element by element: the sum, then the division by ``penalty``; ties
+    go to the lower (beam, token)."""
     alive_log_probs = np.asarray(alive_log_probs)
     token_log_probs = np.asarray(token_log_probs)
     dtype = np.result_type(alive_log_probs, token_log_probs)
-    extensions = []
-    for beam in range(len(alive_log_probs)):
-        for token in range(token_log_probs.shape[1]):
-            if np.isneginf(token_log_probs[beam, token]):
-                continue
-            log_prob = dtype.type(alive_log_probs[beam]) + dtype.type(
-                token_log_probs[beam, token])
-            extensions.append((log_prob / dtype.type(penalty), log_prob, beam, token))
+    log_probs = alive_log_probs.astype(dtype)[:, None] + token_log_probs.astype(dtype)
+    scores = log_probs / dtype.type(penalty)
+    beams, tokens = np.nonzero(~np.isneginf(token_log_probs))   # in (beam, token) order
     # A stable sort on the score alone keeps (beam, token) order among equal scores.
-    return sorted(extensions, key=lambda extension: -extension[0])
+    order = np.argsort(-scores[beams, tokens], kind="stable")[:limit]
+    return [(scores[beams[i], tokens[i]], log_probs[beams[i], tokens[i]], int(beams[i]),
+             int(tokens[i])) for i in order]
 
 
 def _search_sentence(logits_fn: LogitsFn, sentence: int, beam_size: int,
@@ -91,7 +89,7 @@ def _search_sentence(logits_fn: LogitsFn, sentence: int, beam_size: int,
             log_probs[:] = -np.inf
             log_probs[:, eos_id] = eos
         kept = ranked_extensions([log_prob for _, log_prob in alive], log_probs,
-                                 gnmt_penalty(step + 1, alpha))[:2 * beam_size]
+                                 gnmt_penalty(step + 1, alpha), limit=2 * beam_size)
         new_finished = [(score, alive[beam][0] + [token])
                         for score, _, beam, token in kept[:beam_size] if token == eos_id]
         # Older finished hypotheses first: the stable sort keeps them ahead on a tie.

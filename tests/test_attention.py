@@ -158,8 +158,8 @@ def test_both_products_run_in_the_caches_dtype():
     layer.build((1, 1, 8))
     q = tf.zeros([3, 2, 1, 4], tf.bfloat16)
     k = v = tf.zeros([3, 2, 5, 4], tf.bfloat16)
-    graph = tf.function(lambda q, k, v: layer.attend(q, k, v, one_position=True)[0]
-                        ).get_concrete_function(q, k, v).graph
+    graph = tf.function(lambda q, k, v: layer.attend(q, k, v, one_position=True)[0],
+                        autograph=False).get_concrete_function(q, k, v).graph
     products = [op for op in graph.get_operations()
                 if op.type in ("Einsum", "BatchMatMulV2", "BatchMatMulV3")]
     assert len(products) == 2

@@ -194,7 +194,8 @@ def test_early_termination_stops_when_no_alive_hypothesis_can_win(alpha, calls):
 def test_early_termination_in_a_graph_counts_the_same_steps():
     counter = tf.Variable(0)
     fn = first_order(STOP_TABLE, counter)
-    decode = tf.function(lambda: beam_search(fn, DecodingState([0]), beams(2), [10], 0.0))
+    decode = tf.function(lambda: beam_search(fn, DecodingState([0]), beams(2), [10], 0.0),
+                         autograph=False)
     ids, _ = decode()
     assert int(counter.numpy()) == 2 and unpad(ids[0, 0]) == [2, EOS]
 
@@ -322,7 +323,7 @@ def test_first_step_runs_once_per_sentence_and_states_follow_the_beams(plan):
                                                   lengths, 2, 0.6, max_length=max_length)
     np.testing.assert_array_equal(ids, want_ids)
     np.testing.assert_allclose(scores, want_scores, rtol=1e-5)
-    compiled = tf.function(search, jit_compile=not plan.shrink)()
+    compiled = tf.function(search, jit_compile=not plan.shrink, autograph=False)()
     np.testing.assert_array_equal(compiled[0], ids)
     np.testing.assert_allclose(compiled[1], scores, rtol=1e-6)
 
@@ -341,8 +342,8 @@ def test_xla_matches_eager_and_graph():
                 + greedy_search(fn, start, GREEDY, lengths, max_length=max_length))
 
     eager = decode(starts, lengths)
-    graph = tf.function(decode)(starts, lengths)
-    xla = tf.function(decode, jit_compile=True)(starts, lengths)
+    graph = tf.function(decode, autograph=False)(starts, lengths)
+    xla = tf.function(decode, jit_compile=True, autograph=False)(starts, lengths)
     for a, b, c in zip(eager, graph, xla):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6)
         np.testing.assert_allclose(a.numpy(), c.numpy(), rtol=1e-5)

@@ -72,7 +72,7 @@ def _searches(model, plan, length):
 def test_per_sentence_beam_search_equals_tiled_under_xla():
     model, length = _model(), 8
     plan = DecodingPlan.choose(4, jit_compile=True, quantization="none")
-    search = tf.function(_searches(model, plan, length), jit_compile=True)
+    search = tf.function(_searches(model, plan, length), jit_compile=True, autograph=False)
     ids, scores = search(tf.constant(INPUTS), True)
     expected_ids, expected_scores = search(tf.constant(INPUTS), False)
     np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())
@@ -90,7 +90,7 @@ def test_per_sentence_beam_search_equals_tiled_as_the_translator_decodes(quantiz
         quantize_model(model)
     plan = DecodingPlan.choose(4, jit_compile=False, quantization=quantization_of(model))
     assert plan.shrink and plan.log_probs_from_softmax == (quantization == "int8")
-    search = tf.function(_searches(model, plan, length))
+    search = tf.function(_searches(model, plan, length), autograph=False)
     ids, scores = search(tf.constant(INPUTS), True)
     expected_ids, expected_scores = search(tf.constant(INPUTS), False)
     np.testing.assert_array_equal(ids.numpy(), expected_ids.numpy())

@@ -1,10 +1,13 @@
-"""Every ``tf.function`` of the package is traced without AutoGraph.
+"""Every ``tf.function`` of the package, its scripts and its tests is traced without
+AutoGraph.
 
 The package writes its graph control flow itself (``tf.while_loop``, ``tf.cond``), so
 AutoGraph has nothing to convert, and converting costs start-up time: it re-reads and
 rewrites the source of every package function a trace calls. Without it a Python ``if`` on
 a tensor fails at trace time instead of turning into a ``tf.cond``, and tracing these
-functions does not re-read their source files."""
+functions does not re-read their source files. The tests trace the package's functions as
+the package does: a test's own ``tf.function`` around a search with AutoGraph on would
+convert the package's code, which no user's run does, and spend seconds on it."""
 import ast
 from pathlib import Path
 
@@ -12,6 +15,7 @@ import t2t_lite
 
 PACKAGE = Path(t2t_lite.__file__).parent
 SCRIPTS = PACKAGE.parent / "scripts"
+TESTS = Path(__file__).resolve().parent
 
 
 def tf_function_calls(path: Path):
@@ -34,6 +38,10 @@ def test_every_tf_function_turns_autograph_off():
     calls = [(path, line, keywords) for path in paths
              for line, keywords in tf_function_calls(path)]
     assert len(calls) >= 15          # the scan finds the package's functions
+    test_calls = [(path, line, keywords) for path in sorted(TESTS.glob("*.py"))
+                  for line, keywords in tf_function_calls(path)]
+    assert len(test_calls) >= 15     # and the tests' own
+    calls += test_calls
     with_autograph = [f"{path.relative_to(PACKAGE.parent)}:{line}"
                       for path, line, keywords in calls
                       if not (isinstance(keywords.get("autograph"), ast.Constant)

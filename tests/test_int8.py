@@ -94,8 +94,8 @@ x = tf.constant(rng.standard_normal((33, 512)).astype(np.float32) * 3)
 bias = tf.constant(rng.standard_normal(300).astype(np.float32) * 20)
 kernels = [Int8Kernel(rng.standard_normal((512, 300)).astype(np.float32)) for i in range(3)]
 options = [{}, {}, {"bias": bias, "relu": True}]
-traced = lambda: [tf.function(lambda x, k=k, o=o: int8_matmul(x, k, **o))   # noqa: E731
-                  for k, o in zip(kernels, options)]
+traced = lambda: [tf.function(lambda x, k=k, o=o: int8_matmul(x, k, **o),   # noqa: E731
+                              autograph=False) for k, o in zip(kernels, options)]
 # The xla kernel (the product compiled by XLA), eager and traced, in the same float ops.
 available = int8_backend.onednn_kernel_available
 int8_backend.onednn_kernel_available = lambda: False
@@ -358,8 +358,8 @@ def test_an_xla_compiled_search_keeps_float32_self_attention():
         logits, cache = model.decode_step(tf.zeros([2], tf.int32), 0, cache, memory, plan)
         return cache["decoder"]["layer_0"]["self_k"], logits
 
-    assert tf.function(first_cache_dtype, jit_compile=True)(inputs)[0].dtype == tf.float32
-    assert tf.function(first_cache_dtype)(inputs)[0].dtype == tf.bfloat16
+    assert tf.function(first_cache_dtype, jit_compile=True, autograph=False)(inputs)[0].dtype == tf.float32
+    assert tf.function(first_cache_dtype, autograph=False)(inputs)[0].dtype == tf.bfloat16
     assert int8.describe_quantization(weights, jit_compile=True) == (
         "int8: matmul weights quantized (kernel xla inside the XLA-compiled search, "
         "activations per row, self-attention in the compute dtype)")

@@ -110,7 +110,7 @@ def test_cached_decoding_in_xla_while_loop_equals_teacher_forcing():
 
     plan = DecodingPlan()
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def decode(inputs, decoder_inputs):
         _, states, sentence_states = model.decoding_state(inputs, length, plan)
         logits = tf.zeros((2, length, VOCAB))

@@ -118,7 +118,7 @@ def test_words_in_target_sample_is_copyable_and_constrained_search_accepts_it(
         assert [i for i in target if i not in brackets] == source
     targets = [ids + [EOS_ID] for ids in targets]
 
-    @tf.function(reduce_retracing=True)   # the eager ops were most of this test's time
+    @tf.function(reduce_retracing=True, autograph=False)   # the eager ops were most of this test's time
     def gold_token_allowed_then_advance(state, remaining, tokens):
         allowed = tf.gather(machine.allowed(state, remaining), tokens, batch_dims=1)
         return allowed, machine.update(state, tokens)

@@ -160,7 +160,7 @@ def test_samples_under_the_tree_constraint_are_trees(jit_compile):
                              constraint=machine,
                              constraint_state=machine.initial_state(inputs, decode_length))
 
-    ids, scores = (tf.function(run, jit_compile=True)(False) if jit_compile else run(True))
+    ids, scores = (tf.function(run, jit_compile=True, autograph=False)(False) if jit_compile else run(True))
     assert np.isfinite(scores.numpy()).all()
     for row, (num_words, length) in enumerate(zip(WORDS, LENGTHS)):
         for sample in ids.numpy()[row]:

@@ -86,7 +86,7 @@ def library_search(model, inputs, plan, eos_bias, jit_compile=False, greedy=Fals
             return ids[:, None], scores[:, None]
         return beam_search(biased_step, start, plan, lengths, ALPHA, **options)
 
-    return [t.numpy() for t in tf.function(search, jit_compile=jit_compile)(inputs)]
+    return [t.numpy() for t in tf.function(search, jit_compile=jit_compile, autograph=False)(inputs)]
 
 
 def reference_search(model, inputs, beam, eos_bias, alpha=ALPHA, allowed_fn=None):

@@ -193,7 +193,7 @@ def test_constrained_search_compiles_with_xla():
     inputs = tf.constant([source(n) for n in WORDS])
     machine = constraint()
 
-    @tf.function(jit_compile=True)
+    @tf.function(jit_compile=True, autograph=False)
     def run(inputs, decode_length):
         return beam_search(step, DecodingState(tf.zeros([len(WORDS)], tf.int32)),
                            DecodingPlan(3), decode_length, 0.6,

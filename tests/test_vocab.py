@@ -55,7 +55,8 @@ def test_vocab_saved_model_round_trip(spm_vocab, tmp_path):
     module = tf.Module()
     module.vocab = spm_vocab
     module.tokenize = tf.function(spm_vocab.tokenize,
-                                  input_signature=[tf.TensorSpec([None], tf.string)])
+                                  input_signature=[tf.TensorSpec([None], tf.string)],
+                                  autograph=False)
     tf.saved_model.save(module, str(tmp_path / "saved"))
     restored = tf.saved_model.load(str(tmp_path / "saved"))
     ids = restored.tokenize(tf.constant(["Two dogs play."]))

@@ -14,7 +14,7 @@ def uncached_logits_fn(model, inputs, eos_bias: float = 0.0):
     forward = tf.function(
         lambda sources, targets: model({"inputs": sources, "targets": targets},
                                        training=False),
-        input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2)
+        input_signature=[tf.TensorSpec([None, None], tf.int32)] * 2, autograph=False)
 
     def logits_fn(sentence, prefixes):
         lengths = [len(prefix) for prefix in prefixes]
