@@ -30,6 +30,11 @@ __all__ = ["bucket_boundaries", "bucket_batch_sizes", "make_dataset", "eval_text
 
 MIN_BUCKET = 8
 
+# tf.data traces every function it is given with AutoGraph unless told otherwise; these
+# have no Python control flow on tensors, so they are traced as written (as every
+# tf.function of the package is, with autograph=False) and AutoGraph never re-reads them.
+_traced_as_written = tf.autograph.experimental.do_not_convert
+
 
 def bucket_boundaries(max_length: int, min_length: int = MIN_BUCKET,
                       step: float = 1.1) -> List[int]:
@@ -116,20 +121,23 @@ def make_dataset(problem: Problem, data_dir: Union[str, Path], split: str, hpara
                                  deterministic=deterministic)
     if shard_records:
         dataset = dataset.shard(pipelines, input_context.input_pipeline_id)
-    dataset = dataset.map(lambda record: _add_eos(parse_example(record)),
+    dataset = dataset.map(_traced_as_written(lambda record: _add_eos(parse_example(record))),
                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if training:
-        dataset = dataset.filter(lambda example: _length(example) <= max_length)
+        dataset = dataset.filter(
+            _traced_as_written(lambda example: _length(example) <= max_length))
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
         dataset = dataset.repeat()
 
     boundaries_t = tf.constant(boundaries, tf.int32)
     batch_sizes_t = tf.constant(batch_sizes, tf.int64)
 
+    @_traced_as_written
     def bucket_id(example):
         return tf.cast(tf.searchsorted(boundaries_t, tf.reshape(_length(example), [1]),
                                        side="left")[0], tf.int64)
 
+    @_traced_as_written
     def batch_bucket(key, window):
         length = tf.cast(tf.gather(boundaries_t, key), tf.int64)
         shape = tf.reshape(length, [1])
@@ -138,7 +146,8 @@ def make_dataset(problem: Problem, data_dir: Union[str, Path], split: str, hpara
                                    padding_values=0)
 
     dataset = dataset.group_by_window(bucket_id, batch_bucket,
-                                      window_size_func=lambda key: tf.gather(batch_sizes_t, key))
+                                      window_size_func=_traced_as_written(
+                                          lambda key: tf.gather(batch_sizes_t, key)))
     options = tf.data.Options()
     options.deterministic = deterministic
     return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)

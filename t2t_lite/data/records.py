@@ -151,5 +151,6 @@ def parse_example(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
 
 def read_examples(paths: Iterable[Path]) -> List[Tuple[List[int], List[int]]]:
     """All (inputs, targets) id lists of the given shards, in file order (for tests, tools)."""
-    dataset = tf.data.TFRecordDataset([str(p) for p in paths]).map(parse_example)
+    dataset = tf.data.TFRecordDataset([str(p) for p in paths]).map(
+        tf.autograph.experimental.do_not_convert(parse_example))
     return [(e["inputs"].tolist(), e["targets"].tolist()) for e in dataset.as_numpy_iterator()]
