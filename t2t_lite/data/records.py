@@ -142,6 +142,7 @@ def _iter_records(path: Path) -> Iterator[bytes]:
             handle.read(4)  # masked CRC of the data
 
 
+@tf.autograph.experimental.do_not_convert  # tf.data would convert it: nothing to convert
 def parse_example(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
     """A serialized record -> ``{"inputs": int32 [s], "targets": int32 [t]}`` (no EOS)."""
     spec = {name: tf.io.RaggedFeature(tf.int64) for name in FEATURES}
@@ -151,6 +152,5 @@ def parse_example(serialized: tf.Tensor) -> Dict[str, tf.Tensor]:
 
 def read_examples(paths: Iterable[Path]) -> List[Tuple[List[int], List[int]]]:
     """All (inputs, targets) id lists of the given shards, in file order (for tests, tools)."""
-    dataset = tf.data.TFRecordDataset([str(p) for p in paths]).map(
-        tf.autograph.experimental.do_not_convert(parse_example))
+    dataset = tf.data.TFRecordDataset([str(p) for p in paths]).map(parse_example)
     return [(e["inputs"].tolist(), e["targets"].tolist()) for e in dataset.as_numpy_iterator()]
