@@ -283,7 +283,8 @@ def test_shape_only_build_counts_like_a_real_model(variant):
 
 
 CPU_SETS = ("transformer_tiny", "transformer_small", "transformer_multi30k_small",
-            "transformer_multi30k", "transformer_parsing_tiny", "transformer_parsing_small")
+            "transformer_multi30k", "transformer_parsing_tiny", "transformer_parsing_small",
+            "transformer_parsing_sample")
 
 
 @pytest.mark.parametrize("name", CPU_SETS)
@@ -329,3 +330,20 @@ def test_parsing_small_set_is_the_small_model_for_long_trees():
         == build_shapes_only(small, 8000).count_params() - 4000 * 256
     assert (parsing.max_length, parsing.batch_size, parsing.layer_prepostprocess_dropout,
             parsing.attention_dropout, parsing.relu_dropout) == (256, 2048, 0.3, 0.0, 0.0)
+
+
+def test_parsing_sample_recipe_is_the_parsing_set_two_layers_deep_for_longer():
+    small = registry.hparams("transformer_parsing_small")
+    recipe = registry.hparams("transformer_parsing_sample")
+    # One encoder and one decoder layer fewer than the three-layer set.
+    layer_pair = (build_shapes_only(small, 4000).count_params()
+                  - build_shapes_only(small.replace(num_hidden_layers=2), 4000).count_params())
+    assert build_shapes_only(small, 4000).count_params() == 6_544_384
+    assert build_shapes_only(recipe, 4000).count_params() == 6_544_384 - layer_pair == 4_704_256
+    assert (recipe.num_hidden_layers, recipe.train_steps, recipe.average_checkpoints) \
+        == (2, 13600, 10)
+    unchanged = ("hidden_size", "filter_size", "num_heads", "batch_size", "max_length",
+                 "learning_rate_constant", "learning_rate_warmup_steps",
+                 "layer_prepostprocess_dropout", "attention_dropout", "relu_dropout",
+                 "label_smoothing", "layer_norm_position")
+    assert {k: getattr(recipe, k) for k in unchanged} == {k: getattr(small, k) for k in unchanged}
