@@ -144,6 +144,6 @@ def test_sets_reproduce_the_paper_rows(name, expected):
 def test_all_required_sets_are_registered():
     required = {row[0] for row in PAPER_ROWS} | {
         "transformer_tiny", "transformer_small", "transformer_multi30k_small",
-        "transformer_multi30k", "transformer_parsing_tiny", "transformer_parsing_small",
+        "transformer_multi30k", "transformer_multi30k_tiny", "transformer_parsing_tiny", "transformer_parsing_small",
         "transformer_parsing_sample"}
     assert required <= set(registry.HPARAMS_SETS.names())

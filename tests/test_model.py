@@ -283,7 +283,7 @@ def test_shape_only_build_counts_like_a_real_model(variant):
 
 
 CPU_SETS = ("transformer_tiny", "transformer_small", "transformer_multi30k_small",
-            "transformer_multi30k", "transformer_parsing_tiny", "transformer_parsing_small",
+            "transformer_multi30k", "transformer_multi30k_tiny", "transformer_parsing_tiny", "transformer_parsing_small",
             "transformer_parsing_sample")
 
 
@@ -320,6 +320,30 @@ def test_multi30k_recipe_is_the_small_set_six_layers_deep_and_pre_norm():
                  "learning_rate_warmup_steps", "layer_prepostprocess_dropout",
                  "attention_dropout", "relu_dropout", "label_smoothing")
     assert {k: getattr(recipe, k) for k in unchanged} == {k: getattr(small, k) for k in unchanged}
+
+
+def test_multi30k_tiny_set_is_the_published_fairseq_model():
+    small = registry.hparams("transformer_multi30k_small")
+    tiny = registry.hparams("transformer_multi30k_tiny")
+    # 8,000 x 128 shared embeddings; per encoder layer two 128-wide LayerNorms, an attention
+    # block of four 128 x 128 projections (no biases) and a 128 -> 256 -> 128 feed-forward
+    # layer with biases; a decoder layer adds a second attention block and a third LayerNorm.
+    attention = 4 * 128 * 128
+    feed_forward = 128 * 256 + 256 + 256 * 128 + 128
+    layer_norm = 2 * 128
+    encoder_layer = attention + feed_forward + 2 * layer_norm
+    decoder_layer = 2 * attention + feed_forward + 3 * layer_norm
+    assert build_shapes_only(tiny, 8000).count_params() \
+        == 8000 * 128 + 4 * (encoder_layer + decoder_layer) == 2_342_912
+    peak = tiny.learning_rate_constant * tiny.hidden_size ** -0.5 \
+        * tiny.learning_rate_warmup_steps ** -0.5
+    assert (tiny.num_hidden_layers, tiny.hidden_size, tiny.filter_size, tiny.num_heads,
+            tiny.layer_norm_position) == (4, 128, 256, 4, "post")
+    assert (round(peak, 4), tiny.batch_size, tiny.train_steps,
+            tiny.average_checkpoints) == (0.005, 8192, 8000, 10)
+    unchanged = ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout",
+                 "label_smoothing", "shared_embedding_and_softmax_weights")
+    assert {k: getattr(tiny, k) for k in unchanged} == {k: getattr(small, k) for k in unchanged}
 
 
 def test_parsing_small_set_is_the_small_model_for_long_trees():
