@@ -33,7 +33,7 @@ TRAINER_FLAGS = [
     ("--eval_beam_size", 1, "positive_int"),
     ("--save_checkpoints_secs", 600, "non_negative_int"),
     ("--save_checkpoints_steps", 0, "non_negative_int"),
-    ("--keep_checkpoint_max", 20, "positive_int"),
+    ("--keep_checkpoint_max", None, "positive_int"),
     ("--best_checkpoint_metric", "", "str"),
     ("--early_stopping_patience", 0, "non_negative_int"),
     ("--warm_start_from", "", "str"),

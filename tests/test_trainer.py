@@ -36,6 +36,11 @@ def make_config(data_dir, output_dir, **overrides) -> TrainerConfig:
     return TrainerConfig(**values)
 
 
+def saved_steps(run: Path) -> list:
+    state = tf.train.get_checkpoint_state(str(run))
+    return [int(path.rsplit("-", 1)[1]) for path in state.all_model_checkpoint_paths]
+
+
 def scalar_tags(event_dir: Path) -> set:
     tags = set()
     for path in event_dir.glob("events.out.tfevents.*"):
@@ -68,10 +73,8 @@ def test_checkpoints_every_n_steps_are_the_same_steps_when_resumed(numbers_data,
     steps = dict(save_checkpoints_steps=4, save_checkpoints_secs=0, keep_checkpoint_max=10)
     Trainer(make_config(numbers_data, run, train_steps=6, **steps)).run()
     Trainer(make_config(numbers_data, run, train_steps=10, **steps)).run()
-    state = tf.train.get_checkpoint_state(str(run))
-    saved = [int(path.rsplit("-", 1)[1]) for path in state.all_model_checkpoint_paths]
-    assert saved == [4, 6, 8, 10]   # every 4 steps (not every step, as secs=0 alone would),
-    #                                 and the final step of each run
+    # Every 4 steps (not every step, as secs=0 alone would), and the final step of each run.
+    assert saved_steps(run) == [4, 6, 8, 10]
 
 
 def test_a_run_directory_with_another_configuration_is_refused(numbers_data, tmp_path):
@@ -195,6 +198,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_a_run_keeps_at_least_the_checkpoints_its_hparams_set_averages(numbers_data, tmp_path,
+                                                                       capsys):
+    # No --keep_checkpoint_max: 20, or average_checkpoints when that is more.
+    for average, kept in ((5, 20), (25, 25)):
+        overrides = TINY + f",average_checkpoints={average}"
+        trainer = Trainer(make_config(numbers_data, tmp_path / "unused",
+                                      hparams_overrides=overrides))
+        assert trainer.keep_checkpoint_max == kept
+    assert "warning:" not in capsys.readouterr().err
+    # A --keep_checkpoint_max below average_checkpoints is kept, with a warning naming the fix.
+    run = tmp_path / "keeps_3"
+    Trainer(make_config(numbers_data, run, train_steps=6, keep_checkpoint_max=3,
+                        save_checkpoints_steps=1, save_checkpoints_secs=0,
+                        hparams_overrides=TINY + ",average_checkpoints=5")).run()
+    assert saved_steps(run) == [4, 5, 6]
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("warning:")]
+    assert len(warnings) == 1
+    assert "--keep_checkpoint_max=3 keeps fewer checkpoints than the 5" in warnings[0]
+    assert "raise it to 5 or leave it out" in warnings[0]
 
 
 def test_command_line_errors_are_clear():

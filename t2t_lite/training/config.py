@@ -13,6 +13,7 @@ from t2t_lite.data.tfds_source import DATA_SOURCE_HELP, DATA_SOURCES, TFDS_DATA_
 from t2t_lite.flag_fields import flag, non_negative_int, positive_int, seed_int
 
 MIXED_PRECISION_CHOICES = ("bfloat16", "float16")
+DEFAULT_KEEP_CHECKPOINT_MAX = 20
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -51,10 +52,11 @@ class TrainerConfig:
         "save a checkpoint every N steps instead of every --save_checkpoints_secs, so that "
         "a run's checkpoints (and the average of its last few) are the same steps on any "
         "machine (0: by time)", default=0, type=non_negative_int)
-    keep_checkpoint_max: int = flag(
+    keep_checkpoint_max: Optional[int] = flag(
         "how many of the newest OUTPUT_DIR/ckpt-N to keep; older ones are deleted "
-        "(OUTPUT_DIR/best is kept apart); keep at least as many as you will average",
-        default=20, type=positive_int)
+        "(OUTPUT_DIR/best is kept apart); keep at least as many as you will average "
+        f"(default: {DEFAULT_KEEP_CHECKPOINT_MAX}, or the hparams set's average_checkpoints "
+        "when that is more)", default=None, type=positive_int)
     best_checkpoint_metric: str = flag(
         "dev score that picks the model kept in OUTPUT_DIR/best (default: the problem's "
         "text metric: bleu, parse_f1 or exact_match; loss when --eval_decode_sentences=0); "

@@ -34,7 +34,7 @@ from t2t_lite.runs.config import RunConfig
 from t2t_lite.runs.loading import build_model
 from t2t_lite.training import (best_checkpoint, checkpointing, distribution, preemption,
                                resume, warm_start)
-from t2t_lite.training.config import TrainerConfig  # noqa: F401 (the trainer's config)
+from t2t_lite.training.config import DEFAULT_KEEP_CHECKPOINT_MAX, TrainerConfig
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer, optimizer_checkpoint
 from t2t_lite.training.progress import ProgressLog
@@ -58,6 +58,22 @@ def warn_if_bfloat16_is_emulated(mixed_precision: str) -> None:
           file=sys.stderr, flush=True)
 
 
+def checkpoints_to_keep(keep_checkpoint_max: Optional[int], average_checkpoints: int) -> int:
+    """How many ``ckpt-N`` a run keeps: ``--keep_checkpoint_max`` when given (with a warning
+    on stderr when it is fewer than the ``average_checkpoints`` that
+    ``t2t-lite-avg-checkpoints`` averages by default), else the default or
+    ``average_checkpoints``, whichever is more."""
+    if keep_checkpoint_max is None:
+        return max(DEFAULT_KEEP_CHECKPOINT_MAX, average_checkpoints)
+    if keep_checkpoint_max < average_checkpoints:
+        print(f"warning: --keep_checkpoint_max={keep_checkpoint_max} keeps fewer checkpoints "
+              f"than the {average_checkpoints} this hparams set averages "
+              f"(average_checkpoints), so t2t-lite-avg-checkpoints will average only "
+              f"{keep_checkpoint_max}: raise it to {average_checkpoints} or leave it out",
+              file=sys.stderr, flush=True)
+    return keep_checkpoint_max
+
+
 class Trainer:
     _run_lock: Optional[RunLock] = None   # held by the chief while it writes output_dir
 
@@ -74,6 +90,8 @@ class Trainer:
         self.problem = registry.PROBLEMS.get(config.problem)()
         self.hparams = registry.hparams(config.hparams_set, config.hparams_overrides)
         self.train_steps = config.train_steps or self.hparams.train_steps
+        self.keep_checkpoint_max = checkpoints_to_keep(config.keep_checkpoint_max,
+                                                       self.hparams.average_checkpoints)
         self.best_metric = best_checkpoint.check_metric(
             config.best_checkpoint_metric, config.problem, self.problem.eval_metrics,
             config.eval_decode_sentences)
@@ -239,7 +257,7 @@ class Trainer:
                                          **optimizer_checkpoint(optimizer))
         write_dir = self._write_dir()
         manager = tf.train.CheckpointManager(checkpoint, write_dir,
-                                             max_to_keep=config.keep_checkpoint_max,
+                                             max_to_keep=self.keep_checkpoint_max,
                                              step_counter=optimizer.iterations)
         checkpoints = checkpointing.RunCheckpoints(checkpoint, manager)
         restored = self._restore(checkpoint, checkpoints)
