@@ -176,15 +176,15 @@ def transformer_multi30k() -> HParams:
 def transformer_multi30k_tiny() -> HParams:
     """The published fairseq Multi30k Transformer: transformer_multi30k_small 4 layers deep
     and 128 wide (d_ff 256, 4 heads, post-norm), 8,192 tokens a step for 8,000 steps,
-    learning rate 2.53 * d^-0.5 with 2,000 warm-up steps (peak 5.0e-3), the last 10
+    learning rate 2.53 * d^-0.5 with 2,000 warm-up steps (peak 5.0e-3), the last 25
     checkpoints averaged. Train with ``--mixed_precision`` and
-    ``--save_checkpoints_steps=100`` and decode with alpha 1.5 (docs/training.md gives the
-    recipe and its BLEU)."""
+    ``--save_checkpoints_steps=100`` and decode with beam 5 and alpha 1.5 (docs/training.md
+    gives the recipe and its BLEU)."""
     return transformer_multi30k_small().replace(num_hidden_layers=4, hidden_size=128,
                                                filter_size=256, batch_size=8192,
                                                learning_rate_constant=2.53,
                                                learning_rate_warmup_steps=2000,
-                                               train_steps=8000, average_checkpoints=10)
+                                               train_steps=8000, average_checkpoints=25)
 
 
 @register_hparams()
