@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from t2t_lite.commands import avg_checkpoints, decoder, exporter
 from t2t_lite.commands import trainer as trainer_command
-from t2t_lite.directory_lock import DirectoryBusy
+from t2t_lite.directory_lock import DirectoryBusy, DirectoryLock
 from t2t_lite.runs.config import RUN_CONFIG_FILE, RunConfig
 from t2t_lite.training import checkpointing
 from t2t_lite.training import trainer as trainer_module
@@ -533,6 +533,35 @@ def test_avg_checkpoints_refuses_the_runs_own_checkpoints_and_existing_ones(tmp_
     assert "a checkpoint is already there (ckpt-avg.data-00000-of-00001, ckpt-avg.index)" \
            in line and "never overwrites" in line
     assert file_bytes(run / "averaged") == written
+
+
+def test_two_avg_checkpoints_at_once_on_one_output_path_write_it_once(tmp_path, capsys,
+                                                                     monkeypatch):
+    """Both pass the early check; the write holds OUTPUT_PATH.lock and checks again, so
+    the one that comes second is refused in one line and what the first wrote is kept."""
+    run = copy_run_dir(tmp_path / "run")
+    output = run / "averaged" / "ckpt-avg"
+    other = DirectoryLock(output.parent, "ckpt-avg.lock", "t2t-lite-avg-checkpoints",
+                          "--output_path").acquire()     # the other one is writing
+    assert avg_checkpoints.main(["--output_dir", str(run)]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert line.startswith(f"error: {output.parent} is in use by another "
+                           f"t2t-lite-avg-checkpoints") and "--output_path" in line
+    assert sorted(path.name for path in output.parent.iterdir()) == ["ckpt-avg.lock"]
+
+    real_acquire = DirectoryLock.acquire
+
+    def other_finished_first(lock, wait=False):   # it wrote, then released the lock
+        (output.parent / "ckpt-avg.index").write_bytes(b"the other one's")
+        return real_acquire(lock, wait)
+
+    other.release()
+    monkeypatch.setattr(DirectoryLock, "acquire", other_finished_first)
+    assert avg_checkpoints.main(["--output_dir", str(run)]) == 2
+    [line] = error_lines(capsys.readouterr().err)
+    assert "a checkpoint is already there (ckpt-avg.index)" in line
+    assert (output.parent / "ckpt-avg.index").read_bytes() == b"the other one's"
+    assert not list(output.parent.glob("ckpt-avg.data-*"))
 
 
 def test_avg_checkpoints_on_a_full_disk_is_one_line_and_leaves_nothing(tmp_path, capsys,

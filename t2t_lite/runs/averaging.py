@@ -9,7 +9,9 @@ the element-wise mean as a checkpoint of the model alone
 (none in the Transformer; e.g. counters) take the newest checkpoint's value. The run's
 ``checkpoint`` state file is not touched, so training resumes from its own checkpoints.
 An existing checkpoint is never overwritten, and ``RUN/ckpt-N`` is refused as an output
-path (``check_output_path``): the trainer writes and deletes those names.
+path (``check_output_path``): the trainer writes and deletes those names. The write holds
+``OUTPUT_PATH.lock`` (a ``DirectoryLock``), so of two averagings to one output path
+started at once, one writes and the other is refused.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.directory_lock import DirectoryLock
 from t2t_lite.errors import UserError
 from t2t_lite.runs.config import RunConfig
 from t2t_lite.runs.loading import (CheckpointError, build_model, resolve_checkpoint,
@@ -69,9 +72,11 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
         else:
             variable.assign(total)
     output_path = Path(output_path)
-    created = not output_path.parent.exists()
+    lock = DirectoryLock(output_path.parent, output_path.name + ".lock",
+                         "t2t-lite-avg-checkpoints", "--output_path")
     try:
-        output_path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+        check_output_path(output_dir, output_path)   # again: another one may have written it
         checkpoint = tf.train.Checkpoint(model=model)
         checkpoint.save_counter  # noqa: B018 -- created, so written: restores expect it
         written = checkpoint.write(str(output_path))
@@ -80,10 +85,13 @@ def average_checkpoints(output_dir: PathLike, checkpoints: Sequence[PathLike],
     except (tf.errors.OpError, OSError) as error:
         if not _is_disk_full(error):
             raise
-        _remove_partial_write(output_path, created)
+        _remove_partial_write(output_path)
+        lock.release(discard_unused=True)
         raise AveragingWriteError(f"no space left on device while writing {output_path}; "
                                   f"nothing was left there. Free space on that disk (or "
                                   f"give another --output_path) and re-run") from None
+    finally:
+        lock.release()
     return written
 
 
@@ -107,9 +115,9 @@ def _is_disk_full(error: BaseException) -> bool:
         "No space left on device" in str(error)
 
 
-def _remove_partial_write(output_path: Path, created_parent: bool) -> None:
-    """Deletes what a failed write of ``output_path`` left: its ``_temp`` directories, its
-    index, data and ``.averaged.json`` files, and its directory when this run made it."""
+def _remove_partial_write(output_path: Path) -> None:
+    """Deletes what a failed write of ``output_path`` left: its ``_temp`` directories and
+    its index, data and ``.averaged.json`` files (the lock removes the directory it made)."""
     parent = output_path.parent
     for path in parent.glob(output_path.name + "*"):
         rest = path.name[len(output_path.name):]
@@ -117,11 +125,6 @@ def _remove_partial_write(output_path: Path, created_parent: bool) -> None:
             shutil.rmtree(path, ignore_errors=True)
         elif rest in (".index", ".averaged.json") or rest.startswith(".data-"):
             path.unlink(missing_ok=True)
-    if created_parent:
-        try:
-            parent.rmdir()
-        except OSError:
-            pass
 
 
 def check_output_path(output_dir: PathLike, output_path: PathLike) -> None:
