@@ -153,21 +153,20 @@ def transformer_multi30k_small() -> HParams:
     """transformer_small regularised for Multi30k's 29,000 training pairs: dropout 0.3 on
     sub-layer outputs and embeddings, none on attention weights or ReLU outputs; 4,096
     tokens a step for 5,000 steps, learning rate 1.5 * d^-0.5 with 1,000 warm-up steps
-    (peak 3.0e-3); the last 12 checkpoints averaged. Train with ``--mixed_precision`` and
-    decode with alpha 1.5 (docs/training.md gives its commands and BLEU)."""
+    (peak 3.0e-3); the last 12 checkpoints averaged, decoded with alpha 1.5. Train with
+    ``--mixed_precision`` (docs/training.md gives its commands and BLEU)."""
     return transformer_small().replace(layer_prepostprocess_dropout=0.3, attention_dropout=0.0,
                                        relu_dropout=0.0, learning_rate_constant=1.5,
                                        learning_rate_warmup_steps=1000, train_steps=5000,
-                                       average_checkpoints=12)
+                                       average_checkpoints=12, decode_alpha=1.5)
 
 
 @register_hparams()
 def transformer_multi30k() -> HParams:
     """The Multi30k recipe: transformer_multi30k_small with 6 layers instead of 3 and
     pre-norm residual blocks (y = x + Dropout(F(LayerNorm(x)))), 4,000 steps, the last 8
-    checkpoints averaged. Train with ``--mixed_precision`` and
-    ``--save_checkpoints_steps=100`` and decode with alpha 1.5 (docs/training.md gives the
-    recipe and its BLEU)."""
+    checkpoints averaged, decoded with alpha 1.5. Train with ``--mixed_precision`` and
+    ``--save_checkpoints_steps=100`` (docs/training.md gives the recipe and its BLEU)."""
     return transformer_multi30k_small().replace(num_hidden_layers=6, layer_norm_position="pre",
                                                train_steps=4000, average_checkpoints=8)
 
@@ -177,14 +176,14 @@ def transformer_multi30k_tiny() -> HParams:
     """The published fairseq Multi30k Transformer: transformer_multi30k_small 4 layers deep
     and 128 wide (d_ff 256, 4 heads, post-norm), 8,192 tokens a step for 8,000 steps,
     learning rate 2.53 * d^-0.5 with 2,000 warm-up steps (peak 5.0e-3), the last 25
-    checkpoints averaged. Train with ``--mixed_precision`` and
-    ``--save_checkpoints_steps=100`` and decode with beam 5 and alpha 1.5 (docs/training.md
-    gives the recipe and its BLEU)."""
+    checkpoints averaged, decoded with beam 5 and alpha 1.5. Train with ``--mixed_precision``
+    and ``--save_checkpoints_steps=100`` (docs/training.md gives the recipe and its BLEU)."""
     return transformer_multi30k_small().replace(num_hidden_layers=4, hidden_size=128,
                                                filter_size=256, batch_size=8192,
                                                learning_rate_constant=2.53,
                                                learning_rate_warmup_steps=2000,
-                                               train_steps=8000, average_checkpoints=25)
+                                               train_steps=8000, average_checkpoints=25,
+                                               decode_beam_size=5)
 
 
 @register_hparams()

@@ -11,10 +11,15 @@ or infinity) raises ``HParamsError`` naming the key (see ``typed_config``).
 Channel counts follow tensor2tensor: ``attention_key_channels`` and
 ``attention_value_channels`` are totals over all heads (d_k * h and d_v * h); 0 means
 ``hidden_size``, so d_k = d_v = d_model / h.
+
+``decode_beam_size`` and ``decode_alpha`` say how a set's models are best decoded; the
+decoder, the exporter and the trainer's dev decoding apply them over the problem's decode
+defaults (``decode_defaults``), and ``--decode_hparams`` over both.
 """
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, ClassVar, Dict, Tuple
 
 from t2t_lite.typed_config import ConfigError, TypedConfig
 
@@ -62,6 +67,13 @@ class HParams(TypedConfig):
     max_length: int = 256                     # longest sequence (tokens) kept for training
     train_steps: int = 100000
     average_checkpoints: int = 5              # the paper averages the last 5 (base), 20 (big)
+    # How this set's models are best decoded: the problem's default where unset.
+    decode_beam_size: int = 0                 # 0 = the problem's (translation 4, parsing 21)
+    decode_alpha: float = -1.0                # -1 = the problem's (translation 0.6, parsing 0.3)
+
+    # Keys that say how to use a trained model, not what it is: a resumed run may change
+    # them (run_config.json records the newest).
+    USAGE_KEYS: ClassVar[Tuple[str, ...]] = ("decode_beam_size", "decode_alpha")
 
     def _validate(self) -> None:
         if self.pos not in POSITION_ENCODINGS:
@@ -90,11 +102,25 @@ class HParams(TypedConfig):
 
     def _validate_ranges(self) -> None:
         """Ranges of the keys not checked above (each failure names its key)."""
-        self._require_at_least({"clip_grad_norm": 0.0})
+        self._require_at_least({"clip_grad_norm": 0.0, "decode_beam_size": 0})
+        if self.decode_alpha != -1.0 and self.decode_alpha < 0.0:
+            self._fail(f"hparam 'decode_alpha' must be >= 0 (or -1: the problem's), got "
+                       f"{self.decode_alpha!r}")
         self._require_above({"layer_norm_epsilon": 0.0, "learning_rate_constant": 0.0,
                              "optimizer_adam_epsilon": 0.0})
 
     # Derived values ---------------------------------------------------------------
+    @property
+    def decode_defaults(self) -> Dict[str, Any]:
+        """The decode hparams this set sets (``{"beam_size": 5, "alpha": 1.5}``; ``{}``:
+        none), to apply over the problem's decode defaults."""
+        defaults: Dict[str, Any] = {}
+        if self.decode_beam_size:
+            defaults["beam_size"] = self.decode_beam_size
+        if self.decode_alpha != -1.0:
+            defaults["alpha"] = self.decode_alpha
+        return defaults
+
     @property
     def key_channels(self) -> int:
         """Total query/key channels over heads (d_k * h)."""

@@ -55,6 +55,7 @@ DOCUMENTED_ERRORS = {
     "clip_grad_norm=nan": "hparam 'clip_grad_norm' must be a finite number, got nan",
     "num_heads=0": "hparam 'num_heads' must be positive, got 0",
     "attention_key_channels=-1": "hparam 'attention_key_channels' must be >= 0, got -1",
+    "decode_alpha=-0.5": "hparam 'decode_alpha' must be >= 0 (or -1: the problem's), got -0.5",
     "relu_dropout=1.0": "hparam 'relu_dropout' must be in [0, 1), got 1.0",
     "layer_norm_epsilon=0": "hparam 'layer_norm_epsilon' must be > 0.0, got 0.0",
     "pos=x": "hparam 'pos' must be one of ('timing', 'emb'), got 'x'",

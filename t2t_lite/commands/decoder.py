@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--decode_to_file", default="",
                         help="where to write the translations (default: stdout)")
     parser.add_argument("--decode_hparams", default="",
-                        help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,"
+                        help="over the run's defaults (the problem's, then its hparams "
+                             "set's decode_beam_size and decode_alpha), e.g. "
+                             "'beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,"
                              "return_beams=false,max_input_length=0'")
     parser.add_argument("--decode_reference", default="",
                         help="references, one per input line: print the problem's "
@@ -231,14 +233,15 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
 
     members = getattr(args, "members", None) or []
     if len(members) > 1:
-        problem, model, vocabulary = load_ensemble(args)
+        run_config, problem, model, vocabulary = load_ensemble(args)
     else:
         import_run_usr_dir(args.output_dir, args.t2t_usr_dir)
         run_config, problem, model, vocabulary = load_trained_model(
             args.output_dir, args.checkpoint_path or None)
         if args.quantize == "int8":
             quantize_int8([model], args.jit_compile)
-    hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults)
+    hp = parse_decode_hparams(args.decode_hparams, problem.decode_defaults,
+                              run_config.resolved_hparams())
     if args.score_file:
         source_name = args.score_file
         data = read_input_file(args.score_file, "--score_file")
@@ -304,9 +307,11 @@ def _decode(args: argparse.Namespace, output: Optional[AtomicOutput]) -> None:
 
 
 def load_ensemble(args: argparse.Namespace):
-    """(problem, ``Ensemble`` of the restored members, vocabulary) of ``args.members``
-    (quantized to int8 with ``--quantize=int8``); the first member gives the problem and
-    the vocabulary (the others share it: ``check_members``). Prints which checkpoints."""
+    """(run_config, problem, ``Ensemble`` of the restored members, vocabulary) of
+    ``args.members`` (quantized to int8 with ``--quantize=int8``); the first member gives
+    the run configuration (so its hparams set's decode defaults), the problem and the
+    vocabulary (the others share the last two: ``check_members``). Prints which
+    checkpoints."""
     from t2t_lite.decoding.ensemble import Ensemble
     from t2t_lite.runs.loading import load_trained_runs
     from t2t_lite.usr_dir import import_run_usr_dir
@@ -318,7 +323,8 @@ def load_ensemble(args: argparse.Namespace):
           file=sys.stderr)
     if args.quantize == "int8":
         quantize_int8([run.model for run in runs], args.jit_compile)
-    return runs[0].problem, Ensemble([run.model for run in runs]), runs[0].vocabulary
+    return (runs[0].run_config, runs[0].problem, Ensemble([run.model for run in runs]),
+            runs[0].vocabulary)
 
 
 def quantize_int8(models: Sequence, jit_compile: bool) -> None:

@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "t2t-lite-avg-checkpoints) or RUN/best (the best dev score's "
                              "model the trainer kept); default: the run's latest")
     parser.add_argument("--decode_hparams", default="",
-                        help="e.g. 'beam_size=4,alpha=0.6,extra_length=50,"
+                        help="over the run's defaults (the problem's, then its hparams "
+                             "set's decode_beam_size and decode_alpha), e.g. "
+                             "'beam_size=4,alpha=0.6,extra_length=50,"
                              "max_input_length=0,return_beams=false'")
     add_quantize_flag(parser)
     return parser
@@ -75,7 +77,8 @@ def run(args: argparse.Namespace):
         # The checkpoint is resolved once, as the decoder does: a named one must be
         # readable; the default (the latest) falls back past damaged ones with a warning.
         run = load_trained_run(args.output_dir, args.checkpoint_path or None)
-        hp = parse_decode_hparams(args.decode_hparams, run.problem.decode_defaults)
+        hp = parse_decode_hparams(args.decode_hparams, run.problem.decode_defaults,
+                                  run.run_config.resolved_hparams())
         info = {"problem": run.run_config.problem, "model": run.run_config.model,
                 "hparams_set": run.run_config.hparams_set, "checkpoint": run.checkpoint}
         if args.quantize == "int8":

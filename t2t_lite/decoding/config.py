@@ -1,9 +1,10 @@
 """Decode hyperparameters: a typed, immutable ``DecodeHParams`` and its string parser.
 
 ``parse_decode_hparams("beam_size=4,alpha=0.6,extra_length=50,batch_size=4096,
-return_beams=false", defaults)`` starts from the dataclass defaults, applies the problem's
-``defaults`` dict (translation: beam 4, alpha 0.6, extra length 50; parsing: beam 21,
-alpha 0.3, extra length 300), then the string. An unknown key, a badly typed or
+return_beams=false", defaults, hparams)`` starts from the dataclass defaults, applies the
+problem's ``defaults`` dict (translation: beam 4, alpha 0.6, extra length 50; parsing: beam
+21, alpha 0.3, extra length 300), then the run's hparams set's ``decode_beam_size`` and
+``decode_alpha`` where it sets them, then the string. An unknown key, a badly typed or
 out-of-range value (NaN and infinity included), or a key given twice raises
 ``DecodeHParamsError`` naming the key and the valid keys (the parsing itself is
 ``t2t_lite.typed_config``, shared with ``HParams``).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, Optional
 
-from t2t_lite.hparams_lib import HParamsError
+from t2t_lite.hparams_lib import HParams, HParamsError
 from t2t_lite.typed_config import TypedConfig
 
 
@@ -91,13 +92,16 @@ class DecodeHParams(TypedConfig):
         return self.sampling_method == "random"
 
 
-def parse_decode_hparams(text: str, defaults: Optional[Mapping[str, Any]] = None
-                         ) -> DecodeHParams:
-    """``DecodeHParams`` from ``defaults`` (the problem's dict) overridden by ``text``.
+def parse_decode_hparams(text: str, defaults: Optional[Mapping[str, Any]] = None,
+                         hparams: Optional[HParams] = None) -> DecodeHParams:
+    """``DecodeHParams`` from ``defaults`` (the problem's dict), then the run's ``hparams``
+    (its ``decode_beam_size`` and ``decode_alpha``, where set), then ``text``.
 
     Args:
       text: ``"key=value,key=value"``; empty means the defaults.
       defaults: the problem's decode defaults, e.g. ``{"beam_size": 21, "alpha": 0.3,
         "extra_length": 300}``; keys must be valid decode hparams.
+      hparams: the trained run's hparams; ``None``: the problem's defaults alone.
     """
-    return DecodeHParams().replace(**dict(defaults or {})).override_from_string(text)
+    layered = {**(defaults or {}), **(hparams.decode_defaults if hparams else {})}
+    return DecodeHParams().replace(**layered).override_from_string(text)

@@ -81,8 +81,12 @@ class RunConfig:
         for field in self.IDENTITY_FIELDS:
             mine, theirs = getattr(self, field), getattr(other, field)
             if field == "hparams":
+                # A key an older run_config.json lacks has its default; the keys that only
+                # say how to use the model (HParams.USAGE_KEYS) may change.
+                defaults = HParams().to_dict()
+                mine, theirs = {**defaults, **mine}, {**defaults, **theirs}
                 for key in sorted(set(mine) | set(theirs)):
-                    if mine.get(key) != theirs.get(key):
+                    if key not in HParams.USAGE_KEYS and mine.get(key) != theirs.get(key):
                         diff[f"hparams.{key}"] = (mine.get(key), theirs.get(key))
             elif mine != theirs:
                 diff[field] = (mine, theirs)

@@ -32,7 +32,8 @@ class Evaluator:
         text metrics (sacreBLEU for translation); 0 turns decoding off.
       beam_size: 1 = greedy decoding (the default during training).
       decode_hparams: how to decode the dev sentences (alpha, extra length, batch size);
-        default: the problem's decode defaults (``problem.decode_defaults``). ``beam_size``
+        default: the problem's decode defaults (``problem.decode_defaults``) with the
+        hparams set's (``HParams.decode_defaults``) over them. ``beam_size``
         replaces its beam size and the model's ``max_length`` its input limit.
     """
 
@@ -88,7 +89,8 @@ class Evaluator:
         sources, references = self._texts
         if self._translator is None:  # one per run: its traced decode functions are reused
             decode_hparams = (self.decode_hparams or
-                              parse_decode_hparams("", self.problem.decode_defaults))
+                              parse_decode_hparams("", self.problem.decode_defaults,
+                                                   self.hparams))
             self._translator = Translator.from_decode_hparams(
                 self.model, self.vocabulary,
                 decode_hparams.replace(beam_size=self.beam_size,
