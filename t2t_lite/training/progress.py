@@ -14,7 +14,12 @@ class ProgressLog:
     ``step 200/2000 loss 3.412 acc 0.412 ppl 21.3 lr 6.2e-04 | 2.1 steps/s 9,400 tgt tok/s
     eta 0:14:55`` when a logging step is reached, else ``None``: ``eta`` is the time the
     remaining steps take at the line's own steps/s (over the time since the previous line,
-    evaluations and saves in it included), absent on the last step. ``last_scalars`` then holds the values for TensorBoard.
+    evaluations and saves in it included), absent on the last step. The first step this
+    process runs is left out of the first line (unless it is a logging step itself): it
+    traces the step function and, in a resumed run, first reads the training data past the
+    batches already trained on, which would understate the speed and overstate the time
+    left. ``last_scalars`` then holds the values for TensorBoard; ``summary`` counts every
+    step and second.
     """
 
     def __init__(self, total_steps: int, every: int, learning_rate: Callable[[], float]):
@@ -40,6 +45,9 @@ class ProgressLog:
         self._run_tokens += stats["tokens"]
         self._run_steps += 1
         if step % self.every and step != self.total_steps:
+            if self._run_steps == 1:   # the first step: tracing, a resumed stream's skip
+                self._window = self._empty()
+                self._window_start = time.monotonic()
             return None
         elapsed = max(time.monotonic() - self._window_start, 1e-9)
         w = self._window

@@ -263,7 +263,10 @@ class Trainer:
         restored = self._restore(checkpoint, checkpoints)
         start_step = int(optimizer.iterations.numpy())
         if restored:
-            print(f"Resuming from {restored} at step {start_step}", flush=True)
+            print(f"Resuming from {restored} at step {start_step}; the next step first reads "
+                  f"the seeded training data past the batches of the {start_step:,} steps "
+                  f"done, so that no example is trained twice (minutes for a long run)",
+                  flush=True)
         elif self.warm_start is not None:
             warm_start.restore_weights(model, self.warm_start, config.warm_start_from)
             print(f"Warm start: model weights from {self.warm_start.checkpoint}; optimizer "
