@@ -161,6 +161,17 @@ def four_checkpoints(numbers_data, tmp_path_factory) -> Path:
     return run
 
 
+def test_a_finished_run_run_again_has_nothing_to_do_and_reads_no_data(
+        numbers_data, four_checkpoints, tmp_path, capfd):
+    run = tmp_path / "run"
+    shutil.copytree(four_checkpoints, run)
+    assert Trainer(make_config(numbers_data, run)).run() == {"step": 4}
+    out = capfd.readouterr().out
+    assert f"Resuming from {run}/ckpt-4 at step 4" in out
+    assert "Step 4 >= --train_steps=4: nothing to do." in out
+    assert "reads the seeded training data" not in out
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", DAMAGE)
 def test_resume_falls_back_past_a_damaged_latest_checkpoint(kind, numbers_data,
@@ -173,6 +184,8 @@ def test_resume_falls_back_past_a_damaged_latest_checkpoint(kind, numbers_data,
     captured = capfd.readouterr()
     assert f"warning: checkpoint {run}/ckpt-4 is damaged" in captured.err
     assert f"Resuming from {run}/ckpt-3 at step 3" in captured.out
+    assert "The first step reads the seeded training data past the batches of the 3 steps" \
+        in captured.out
     assert (summary["step"], summary["steps_this_run"]) == (6, 3)
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-6")
 

@@ -263,10 +263,7 @@ class Trainer:
         restored = self._restore(checkpoint, checkpoints)
         start_step = int(optimizer.iterations.numpy())
         if restored:
-            print(f"Resuming from {restored} at step {start_step}; the next step first reads "
-                  f"the seeded training data past the batches of the {start_step:,} steps "
-                  f"done, so that no example is trained twice (minutes for a long run)",
-                  flush=True)
+            print(f"Resuming from {restored} at step {start_step}", flush=True)
         elif self.warm_start is not None:
             warm_start.restore_weights(model, self.warm_start, config.warm_start_from)
             print(f"Warm start: model weights from {self.warm_start.checkpoint}; optimizer "
@@ -285,6 +282,10 @@ class Trainer:
                   flush=True)
             return {"step": start_step}
 
+        if start_step:
+            print(f"The first step reads the seeded training data past the batches of the "
+                  f"{start_step:,} steps done, so that no example is trained twice (minutes "
+                  f"for a long run)", flush=True)
         iterator = iter(self._train_dataset(batches_done=start_step * config.gradient_accumulation_steps))
         train_step = TrainStep(model, optimizer, self.strategy, self.hparams.label_smoothing,
                                config.gradient_accumulation_steps, config.jit_compile)
