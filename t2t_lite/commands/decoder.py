@@ -207,8 +207,10 @@ def check_mode_flags(args: argparse.Namespace) -> None:
         if getattr(args, flag):
             raise UserError(f"--{flag} needs translations; scoring writes scores, so drop "
                             f"--{flag} or the scoring flag")
-    if parse_decode_hparams(args.decode_hparams).sampling:
-        raise UserError("scoring takes no --decode_hparams=sampling_method=random; drop it")
+    scoring_hparams = parse_decode_hparams(args.decode_hparams)
+    if scoring_hparams.sampling or scoring_hparams.mbr:
+        flag = "sampling_method=random" if scoring_hparams.sampling else "mbr=true"
+        raise UserError(f"scoring takes no --decode_hparams={flag}; drop it")
 
 
 def decode(args: argparse.Namespace) -> None:

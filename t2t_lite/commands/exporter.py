@@ -28,6 +28,7 @@ from typing import List, Optional
 
 from t2t_lite.commands.common import command_parser, run_command
 from t2t_lite.commands.quantize_flag import add_quantize_flag, prepare_run_dir_command
+from t2t_lite.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,8 +58,13 @@ def check_before_tensorflow(args: argparse.Namespace) -> None:
     ``prepare_run_dir_command`` (run directory, ``--quantize``, ``--decode_hparams``) and
     that ``--export_dir`` can be made (new or empty, no file in the way, writable).
     Creates nothing."""
+    from t2t_lite.decoding import parse_decode_hparams
     from t2t_lite.user_paths import creatable_new_dir
     prepare_run_dir_command(args)
+    if parse_decode_hparams(args.decode_hparams).mbr:
+        raise UserError("--decode_hparams=mbr=true reranks with sacreBLEU in Python, which a "
+                        "SavedModel cannot run: drop mbr, or export with return_beams=true "
+                        "and rerank the beams outside")
     creatable_new_dir(args.export_dir, "--export_dir")
 
 

@@ -49,6 +49,10 @@ class DecodeHParams(TypedConfig):
         are written like ``return_beams``'s N-best lists, in draw order.
       seed: the samples' random key, in [0, 2**32): the same seed, model and input line
         give the same samples however the input is batched; -1 draws a fresh seed.
+      mbr: rerank each sentence's ``beam_size`` hypotheses by minimum Bayes risk (their
+        expected sentence BLEU against each other, weighted by probability;
+        ``decoding.mbr``) and output the first; needs ``beam_size`` > 1 and
+        ``sampling_method=argmax``.
     """
 
     KIND = "decode hparam"
@@ -67,6 +71,7 @@ class DecodeHParams(TypedConfig):
     sampling_topp: float = 1.0
     num_samples: int = 1
     seed: int = -1
+    mbr: bool = False
 
     def _validate(self) -> None:
         # NaN and infinity are refused for every float (alpha) by ``TypedConfig``.
@@ -81,6 +86,10 @@ class DecodeHParams(TypedConfig):
             self._fail(f"{self.KIND} 'sampling_topp' must be <= 1, got {self.sampling_topp!r}")
         if self.seed >= 2 ** 32:
             self._fail(f"{self.KIND} 'seed' must be < 2**32, got {self.seed!r}")
+        if self.mbr and (self.beam_size < 2 or self.sampling):
+            self._fail(f"{self.KIND} 'mbr' reranks a beam's hypotheses: it needs beam_size > 1 "
+                       f"and sampling_method=argmax, got beam_size={self.beam_size} with "
+                       f"sampling_method={self.sampling_method}")
         if self.num_samples > 1 and self.sampling_method != "random":
             self._fail(f"{self.KIND} 'num_samples' > 1 needs sampling_method=random, got "
                        f"num_samples={self.num_samples} with sampling_method="

@@ -12,7 +12,8 @@ is traced once per bucket. A sentence of ``n`` tokens (EOS included) may produce
 ``n + extra_length`` tokens (EOS included), as the paper decodes. Beam size 1 is greedy
 search; otherwise ``beam_search`` with GNMT's length penalty ``alpha``. With
 ``return_beams`` the search does not stop early, so every one of the ``beam_size``
-hypotheses is final (an N-best list). With a ``sampler`` (``sampling_method=random``)
+hypotheses is final (an N-best list). With ``mbr`` the search does not stop early either,
+and each sentence's N-best list is reordered by minimum Bayes risk (``decoding.mbr``). With a ``sampler`` (``sampling_method=random``)
 each sentence gets ``num_samples`` random samples instead (``sample_search``), drawn from
 a stream keyed by the sentence's index in the list given to ``translate_encoded`` (or
 ``sentence_ids``), so a sentence's samples do not depend on its batch. Given
@@ -40,6 +41,7 @@ from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
 from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
+from t2t_lite.decoding.mbr import mbr_order
 from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.prefix import PrefixConstraint, first_refusal, pad_prefixes
 from t2t_lite.decoding.sampling import Sampler, sample_search
@@ -89,6 +91,8 @@ class Translator:
       max_input_length: longer inputs are truncated to it (EOS included); 0 = the model's
         ``hparams.max_length``.
       return_beams: decode complete N-best lists (no early stop).
+      mbr: decode complete N-best lists and order each by minimum Bayes risk (``mbr_order``),
+        so that ``translate`` gives the MBR choice.
       jit_compile: compile the search with XLA (batch rows are then padded to powers of two
         so that few shapes are compiled).
       batch_size: source tokens (padded) per batch.
@@ -108,7 +112,8 @@ class Translator:
                  extra_length: int = 50, max_input_length: int = 0, return_beams: bool = False,
                  jit_compile: bool = False, batch_size: int = 4096,
                  constraint: Optional[SearchConstraint] = None,
-                 sampler: Optional[Sampler] = None, num_samples: int = 1):
+                 sampler: Optional[Sampler] = None, num_samples: int = 1,
+                 mbr: bool = False):
         if beam_size < 1 or extra_length < 0 or alpha < 0 or batch_size < 1:
             raise UserError(f"Translator needs beam_size >= 1, extra_length >= 0, alpha >= 0 "
                             f"and batch_size >= 1; got beam_size={beam_size}, extra_length="
@@ -124,6 +129,7 @@ class Translator:
         self.constraint = constraint
         self.sampler = sampler
         self.num_samples = int(num_samples)
+        self.mbr = bool(mbr)
         if self.num_samples < 1:
             raise UserError(f"num_samples must be >= 1, got {num_samples}")
         hparams = model.hparams
@@ -176,7 +182,8 @@ class Translator:
                    max_input_length=decode_hparams.max_input_length,
                    return_beams=decode_hparams.return_beams, jit_compile=jit_compile,
                    batch_size=decode_hparams.batch_size, constraint=constraint,
-                   sampler=sampler, num_samples=decode_hparams.num_samples)
+                   sampler=sampler, num_samples=decode_hparams.num_samples,
+                   mbr=decode_hparams.mbr)
 
     # Shapes ---------------------------------------------------------------------------
     def output_length(self, input_length):
@@ -231,7 +238,7 @@ class Translator:
                                         **options)
             return ids[:, None, :], scores[:, None]
         return beam_search(step_fn, start, self.plan, decode_length, self.alpha,
-                           stop_early=not self.return_beams, **options)
+                           stop_early=not (self.return_beams or self.mbr), **options)
 
     def _bucket_fn(self, length: int, prefixed: bool = False) -> Callable:
         """The search for inputs [None, length], traced on first use: once per bucket
@@ -356,6 +363,8 @@ class Translator:
                 results[index] = [(texts[row * k + j].decode("utf-8", errors="replace"),
                                    float(scores[row, j]))
                                   for j in range(k) if math.isfinite(scores[row, j])]
+                if self.mbr:
+                    results[index] = mbr_order(results[index])
             if progress is not None:
                 progress(rows)
         return results  # type: ignore[return-value]
