@@ -41,7 +41,7 @@ from t2t_lite.data.vocab import EOS_ID, PAD_ID, Vocabulary
 from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.decoding.config import DecodeHParams
 from t2t_lite.decoding.greedy import greedy_search
-from t2t_lite.decoding.mbr import mbr_order
+from t2t_lite.decoding.mbr import Hypotheses, mbr_order
 from t2t_lite.decoding.plan import DecodingPlan
 from t2t_lite.decoding.prefix import PrefixConstraint, first_refusal, pad_prefixes
 from t2t_lite.decoding.sampling import Sampler, sample_search
@@ -53,7 +53,6 @@ from t2t_lite.layers.int8 import quantization_of
 logger = logging.getLogger(__name__)
 
 SMALLEST_BUCKET = 8
-Hypotheses = List[Tuple[str, float]]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,8 +46,7 @@ class ProgressLog:
         self._run_steps += 1
         if step % self.every and step != self.total_steps:
             if self._run_steps == 1:   # the first step: tracing, a resumed stream's skip
-                self._window = self._empty()
-                self._window_start = time.monotonic()
+                self._start_window()
             return None
         elapsed = max(time.monotonic() - self._window_start, 1e-9)
         w = self._window
@@ -69,9 +68,13 @@ class ProgressLog:
                 f"{s['steps_per_sec']:.2f} steps/s {s['tokens_per_sec']:,.0f} tgt tok/s")
         if step < self.total_steps:
             line += f" eta {format_duration((self.total_steps - step) / s['steps_per_sec'])}"
+        self._start_window()
+        return line
+
+    def _start_window(self) -> None:
+        """The next line's statistics and time start now."""
         self._window = self._empty()
         self._window_start = time.monotonic()
-        return line
 
     def summary(self) -> Dict[str, float]:
         elapsed = time.monotonic() - self._run_start
