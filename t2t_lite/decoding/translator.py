@@ -13,10 +13,11 @@ is traced once per bucket. A sentence of ``n`` tokens (EOS included) may produce
 search; otherwise ``beam_search`` with GNMT's length penalty ``alpha``. With
 ``return_beams`` the search does not stop early, so every one of the ``beam_size``
 hypotheses is final (an N-best list). With ``mbr`` the search does not stop early either,
-and each sentence's N-best list is reordered by minimum Bayes risk (``decoding.mbr``). With a ``sampler`` (``sampling_method=random``)
-each sentence gets ``num_samples`` random samples instead (``sample_search``), drawn from
-a stream keyed by the sentence's index in the list given to ``translate_encoded`` (or
-``sentence_ids``), so a sentence's samples do not depend on its batch. Given
+and each sentence's N-best list is reordered by minimum Bayes risk (``decoding.mbr``).
+With a ``sampler`` (``sampling_method=random``) each sentence gets ``num_samples`` random
+samples instead (``sample_search``), drawn from a stream keyed by the sentence's index in
+the list given to ``translate_encoded`` (or ``sentence_ids``), so a sentence's samples do
+not depend on its batch. Given
 ``prefixes`` (token ids per sentence; empty: none), each output starts with its prefix and
 the search or the sampling continues it (``PrefixConstraint``). A ``constraint`` (e.g.
 parsing's ``TreeConstraint``, from ``Problem.decode_constraint``) restricts the searches
