@@ -95,8 +95,10 @@ def id_tagged_data(numbers_data, tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_resumed_two_replica_stream_trains_no_example_twice(id_tagged_data):
-    """Resumed after 3 steps, each replica gets the batches of an uninterrupted run: the
-    data pipeline skips 2 batches per step (one per replica), not 1."""
+    """Resumed after 3 steps, each replica gets the batches of an uninterrupted run,
+    whichever way the stream is opened: from the checkpoint's data position (nothing read
+    past), by reading past 2 batches per step (one per replica, not 1) when the
+    checkpoint holds none, and as a worker of several does."""
     result = subprocess.run([sys.executable, str(TESTS / "resume_stream_run.py"),
                              str(id_tagged_data), "--steps=6", "--resume_at=3",
                              f"--hparams={TINY}"],
@@ -104,14 +106,17 @@ def test_resumed_two_replica_stream_trains_no_example_twice(id_tagged_data):
     assert result.returncode == 0, result.stderr[-3000:]
     streams = json.loads(result.stdout.strip().splitlines()[-1])
     assert streams["replicas"] == 2
+    assert streams["skipped"] == [0, 3, 3]
 
     def example_ids(stream):
         return [" ".join(name.split()[:2]) for step in stream for replica in step
                 for name in replica]
-    uninterrupted, resumed = example_ids(streams["uninterrupted"]), example_ids(streams["resumed"])
+    uninterrupted = example_ids(streams["uninterrupted"])
     assert len(set(uninterrupted)) == len(uninterrupted) > 12  # ids are unique
-    assert len(set(resumed)) == len(resumed), "a resumed run trained an example twice"
-    assert streams["resumed"] == streams["uninterrupted"]
+    for way in ("from_position", "by_reading", "as_worker"):
+        resumed = example_ids(streams[way])
+        assert len(set(resumed)) == len(resumed), f"{way}: an example trained twice"
+        assert streams[way] == streams["uninterrupted"], way
 
 
 @pytest.mark.slow
@@ -386,10 +391,10 @@ def test_a_tf_config_that_does_not_place_this_worker_is_refused(tf_config, messa
 @pytest.mark.parametrize("pipelines, replicas, expected", [(1, 1, 1), (1, 2, 2), (2, 2, 1),
                                                           (2, 4, 2)])
 def test_a_pipeline_skips_one_batch_per_replica_it_feeds(pipelines, replicas, expected):
-    from t2t_lite.training.trainer import _batches_per_pipeline
+    from t2t_lite.training.stream import batches_per_pipeline
     context = tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=0,
                                          num_replicas_in_sync=replicas)
-    assert _batches_per_pipeline(context) == expected
+    assert batches_per_pipeline(context) == expected
 
 
 def test_sigterm_is_caught_only_while_armed_and_the_old_handler_comes_back():

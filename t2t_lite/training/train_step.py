@@ -27,7 +27,7 @@ so that stopping every worker after the same step costs no collective of its own
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Callable, Dict
 
 import keras
 import tensorflow as tf
@@ -60,11 +60,15 @@ class TrainStep:
       label_smoothing: epsilon_ls.
       accumulation_steps: micro-batches per optimiser update (>= 1).
       jit_compile: compile each replica's forward/backward pass with XLA.
+      take: ``take(iterator)``, one micro-batch of per-replica features from the
+        iterator ``step`` is given (traced in the step); the default, ``next``, suits a
+        distributed iterator (``stream.TrainingStream.take`` for the trainer's stream).
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  strategy: tf.distribute.Strategy, label_smoothing: float,
-                 accumulation_steps: int = 1, jit_compile: bool = False):
+                 accumulation_steps: int = 1, jit_compile: bool = False,
+                 take: Callable = next):
         if accumulation_steps < 1:
             raise UserError(f"--gradient_accumulation_steps must be >= 1, got {accumulation_steps}")
         self.model = model
@@ -72,6 +76,7 @@ class TrainStep:
         self.strategy = strategy
         self.label_smoothing = label_smoothing
         self.accumulation_steps = accumulation_steps
+        self._take = take
         self.loss_scaling = uses_loss_scaling(optimizer)
         self._replica_gradients_fn = tf.function(self._replica_gradients, autograph=False,
                                                  jit_compile=jit_compile)
@@ -133,7 +138,7 @@ class TrainStep:
     # Cross-replica context ----------------------------------------------------------
     def _step(self, iterator, stop: tf.Tensor) -> Dict[str, tf.Tensor]:
         for _ in range(self.accumulation_steps):
-            self.strategy.run(self._accumulate, args=(next(iterator),))
+            self.strategy.run(self._accumulate, args=(self._take(iterator),))
         per_replica = self.strategy.run(self._apply, args=(stop,))
         # Every replica holds the same all-reduced values: take one.
         stats = {name: self.strategy.experimental_local_results(value)[0]

@@ -34,6 +34,7 @@ from t2t_lite.runs.config import RunConfig
 from t2t_lite.runs.loading import build_model
 from t2t_lite.training import (best_checkpoint, checkpointing, distribution, preemption,
                                resume, warm_start)
+from t2t_lite.training import stream as stream_lib
 from t2t_lite.training.config import DEFAULT_KEEP_CHECKPOINT_MAX, TrainerConfig
 from t2t_lite.training.evaluation import Evaluator
 from t2t_lite.training.optimizer import make_optimizer, optimizer_checkpoint
@@ -282,13 +283,10 @@ class Trainer:
                   flush=True)
             return {"step": start_step}
 
-        if start_step:
-            print(f"The first step reads the seeded training data past the batches of the "
-                  f"{start_step:,} steps done, so that no example is trained twice (minutes "
-                  f"for a long run)", flush=True)
-        iterator = iter(self._train_dataset(batches_done=start_step * config.gradient_accumulation_steps))
+        stream = self._open_stream(checkpoint, restored, start_step)
         train_step = TrainStep(model, optimizer, self.strategy, self.hparams.label_smoothing,
-                               config.gradient_accumulation_steps, config.jit_compile)
+                               config.gradient_accumulation_steps, config.jit_compile,
+                               take=stream.take)
         evaluator = Evaluator(model, self.problem, self.vocabulary, self.hparams,
                               config.data_dir, eval_steps=config.eval_steps,
                               decode_sentences=config.eval_decode_sentences,
@@ -306,7 +304,7 @@ class Trainer:
         step = start_step
         stop.arm()
         while step < self.train_steps:
-            stats = self._train_step(train_step, iterator, step, stop)
+            stats = self._train_step(train_step, stream.iterator, step, stop)
             stop_requests = stats.pop(STOP_REQUESTS)
             step = int(optimizer.iterations.numpy())
             if stats.pop(OVERFLOWS, 0.0):
@@ -405,24 +403,27 @@ class Trainer:
                                 config=AttentionConfig(num_probes=config.attention_probes),
                                 max_input_length=self.hparams.max_length)
 
-    def _train_dataset(self, batches_done: int):
-        """The seeded training stream, advanced past the batches already trained on."""
+    def _open_stream(self, checkpoint: tf.train.Checkpoint, restored: Optional[str],
+                     start_step: int) -> stream_lib.TrainingStream:
+        """The seeded training stream at the position of step ``start_step``: restored
+        from ``restored`` when it holds one, else read past the batches of the steps done
+        (``stream.py``); ``checkpoint``'s saves hold the position from now on."""
         config = self.config
+        multi_worker = distribution.is_multi_worker()
+        if restored and (multi_worker or not stream_lib.has_data_position(restored)):
+            print(f"The first step reads the seeded training data past the batches of the "
+                  f"{start_step:,} steps done, so that no example is trained twice (minutes "
+                  f"for a long run)", flush=True)
 
         def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
-            dataset = make_dataset(self.problem, config.data_dir, "train", self.hparams,
-                                   training=True, input_context=input_context,
-                                   seed=config.random_seed)
-            skip = batches_done * _batches_per_pipeline(input_context)
-            return dataset.skip(skip) if skip else dataset
+            return make_dataset(self.problem, config.data_dir, "train", self.hparams,
+                                training=True, input_context=input_context,
+                                seed=config.random_seed)
 
-        return self.strategy.distribute_datasets_from_function(dataset_fn)
-
-
-def _batches_per_pipeline(input_context: tf.distribute.InputContext) -> int:
-    """Batches one input pipeline yields per micro-batch: one for each replica it feeds
-    (two logical CPUs or GPUs of one worker share one pipeline)."""
-    return max(1, input_context.num_replicas_in_sync // input_context.num_input_pipelines)
+        return stream_lib.open_stream(
+            self.strategy, dataset_fn, checkpoint, restored=restored,
+            batches_done=start_step * config.gradient_accumulation_steps,
+            multi_worker=multi_worker)
 
 
 def _has_training_data(problem, data_dir: str) -> bool:
