@@ -49,6 +49,7 @@ def train(args: argparse.Namespace, steps: int) -> dict:
     from t2t_lite import registry
     from t2t_lite.training import distribution
     from t2t_lite.training.optimizer import make_optimizer
+    from t2t_lite.training.stream import open_stream
     from t2t_lite.training.train_step import TrainStep
 
     keras.utils.set_random_seed(7)
@@ -78,13 +79,18 @@ def train(args: argparse.Namespace, steps: int) -> dict:
     micro_shape = (steps * args.accumulate, batch // args.accumulate, length)
     inputs, targets = inputs.reshape(micro_shape), targets.reshape(micro_shape)
     dataset = tf.data.Dataset.from_tensor_slices({"inputs": inputs, "targets": targets})
-    iterator = iter(strategy.experimental_distribute_dataset(dataset.unbatch().batch(
-        inputs.shape[1])))
+    # The trainer's stream: R consecutive batches a micro-batch, batch r for replica r,
+    # so replica r gets the r-th R-th of every micro-batch's rows.
+    replica_rows = inputs.shape[1] // strategy.num_replicas_in_sync
+    stream = open_stream(strategy, lambda context: dataset.unbatch().batch(replica_rows),
+                         tf.train.Checkpoint(), restored=None, batches_done=0,
+                         multi_worker=False)
     step = TrainStep(model, optimizer, strategy, hparams.label_smoothing,
-                     accumulation_steps=args.accumulate, jit_compile=args.jit)
+                     accumulation_steps=args.accumulate, jit_compile=args.jit,
+                     take=stream.take)
     losses, stop_requests = [], []
     for index in range(steps):
-        stats = step.step(iterator, stop=index == 1)
+        stats = step.step(stream.iterator, stop=index == 1)
         losses.append(float(stats["loss_sum"]) / float(stats["tokens"]))
         stop_requests.append(float(stats["stop_requests"]))
     checksum = float(sum(np.abs(v.numpy()).sum() for v in model.trainable_variables))
