@@ -170,7 +170,7 @@ def test_a_finished_run_run_again_has_nothing_to_do_and_reads_no_data(
     out = capfd.readouterr().out
     assert f"Resuming from {run}/ckpt-4 at step 4" in out
     assert "Step 4 >= --train_steps=4: nothing to do." in out
-    assert "reads the seeded training data" not in out
+    assert "Reading the seeded training data" not in out
 
 
 @pytest.mark.slow
@@ -185,7 +185,7 @@ def test_resume_falls_back_past_a_damaged_latest_checkpoint(kind, numbers_data,
     captured = capfd.readouterr()
     assert f"warning: checkpoint {run}/ckpt-4 is damaged" in captured.err
     assert f"Resuming from {run}/ckpt-3 at step 3" in captured.out
-    assert "reads the seeded training data" not in captured.out  # ckpt-3's data position
+    assert "Reading the seeded training data" not in captured.out  # ckpt-3's data position
     assert (summary["step"], summary["steps_this_run"]) == (6, 3)
     assert tf.train.latest_checkpoint(str(run)).endswith("ckpt-6")
     resumed, uninterrupted = model_weights(run / "ckpt-6"), model_weights(six_steps / "ckpt-6")

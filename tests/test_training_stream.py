@@ -38,21 +38,26 @@ def restored_stream(dataset_fn, path, batches_done):
     return opened(dataset_fn, checkpoint, path, batches_done), checkpoint
 
 
-def test_a_resumed_stream_continues_from_the_saved_position_reading_nothing(tmp_path):
+def test_a_resumed_stream_continues_from_the_saved_position_reading_nothing(tmp_path,
+                                                                          capsys):
     uninterrupted = read(opened(shuffled, tf.train.Checkpoint()), 12)
     path, given = saved_after(shuffled, 7, tmp_path)
     assert has_data_position(path)
     stream, _ = restored_stream(shuffled, path, batches_done=7)
     assert stream.skipped == 0
     assert given + read(stream, 5) == uninterrupted
+    assert "Reading" not in capsys.readouterr().out
 
 
-def test_a_checkpoint_without_a_position_is_resumed_by_reading_past_the_batches(tmp_path):
+def test_a_checkpoint_without_a_position_is_resumed_by_reading_past_the_batches(tmp_path,
+                                                                             capsys):
     uninterrupted = read(opened(shuffled, tf.train.Checkpoint()), 12)
     path = tf.train.Checkpoint(step=tf.Variable(7)).save(str(tmp_path / "ckpt"))
     assert not has_data_position(path)
     stream, checkpoint = restored_stream(shuffled, path, batches_done=7)
     assert stream.skipped == 7
+    assert ("Reading the seeded training data past the batches already trained on (7 per "
+            "replica)") in capsys.readouterr().out
     assert read(stream, 3) == uninterrupted[7:10]
     # Its next save holds a position that a stream opened the usual way restores.
     later = checkpoint.save(str(tmp_path / "later"))

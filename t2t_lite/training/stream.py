@@ -84,9 +84,13 @@ def open_stream(strategy: tf.distribute.Strategy, dataset_fn: DatasetFn,
     from now on) restored ``restored`` (its prefix; None for a new run). One process: the
     host iterator becomes ``checkpoint.data_position``, which restores the saved position
     when ``restored`` holds one. Several workers (``multi_worker``): each worker's
-    pipeline is read past its own batches, and the checkpoint holds no position.
+    pipeline is read past its own batches, and the checkpoint holds no position. Reading
+    past is announced in one line on stdout.
     """
     if multi_worker:
+        if restored:
+            _announce_reading_past(batches_done)
+
         def skipped_dataset(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
             dataset = dataset_fn(input_context)
             skip = batches_done * batches_per_pipeline(input_context)
@@ -117,9 +121,16 @@ def open_stream(strategy: tf.distribute.Strategy, dataset_fn: DatasetFn,
         positioned = False
     skip = 0 if positioned or not restored else batches_done * replicas
     if skip:
+        _announce_reading_past(batches_done)
         _advance(iterator, tf.constant(skip, tf.int64))
     return TrainingStream(iterator, strategy, distributed=False,
                           skipped=skip // replicas)
+
+
+def _announce_reading_past(batches_done: int) -> None:
+    print(f"Reading the seeded training data past the batches already trained on "
+          f"({batches_done:,} per replica), so that no example is trained twice (minutes "
+          f"for a long run)", flush=True)
 
 
 @tf.function(autograph=False)

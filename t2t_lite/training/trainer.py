@@ -409,11 +409,6 @@ class Trainer:
         from ``restored`` when it holds one, else read past the batches of the steps done
         (``stream.py``); ``checkpoint``'s saves hold the position from now on."""
         config = self.config
-        multi_worker = distribution.is_multi_worker()
-        if restored and (multi_worker or not stream_lib.has_data_position(restored)):
-            print(f"The first step reads the seeded training data past the batches of the "
-                  f"{start_step:,} steps done, so that no example is trained twice (minutes "
-                  f"for a long run)", flush=True)
 
         def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
             return make_dataset(self.problem, config.data_dir, "train", self.hparams,
@@ -423,7 +418,7 @@ class Trainer:
         return stream_lib.open_stream(
             self.strategy, dataset_fn, checkpoint, restored=restored,
             batches_done=start_step * config.gradient_accumulation_steps,
-            multi_worker=multi_worker)
+            multi_worker=distribution.is_multi_worker())
 
 
 def _has_training_data(problem, data_dir: str) -> bool:
