@@ -72,8 +72,13 @@ def test_a_position_of_another_pipeline_warns_and_falls_back_to_reading(tmp_path
     assert warning.startswith(f"warning: the data position saved in {path} does not fit")
     assert "reading the training data past the batches already trained on" in warning
     assert stream.skipped == 5
-    assert read(stream, 2) == read(opened(doubled, tf.train.Checkpoint()), 7)[5:7]
+    uninterrupted = read(opened(doubled, tf.train.Checkpoint()), 9)
+    assert read(stream, 2) == uninterrupted[5:7]
     assert getattr(checkpoint, DATA_POSITION) is stream.iterator
+    # The run's next save holds the new pipeline's position, which then restores.
+    later = checkpoint.save(str(tmp_path / "later"))
+    again, _ = restored_stream(doubled, later, batches_done=7)
+    assert again.skipped == 0 and read(again, 2) == uninterrupted[7:9]
 
 
 def test_a_new_run_reads_from_the_first_batch():
