@@ -85,3 +85,20 @@ def test_a_new_run_reads_from_the_first_batch():
     stream = opened(shuffled, tf.train.Checkpoint(), restored=None, batches_done=0)
     assert stream.skipped == 0
     assert read(stream, 3) == read(opened(shuffled, tf.train.Checkpoint()), 3)
+
+
+def test_workers_read_past_their_batches_and_announce_it_only_when_there_are_some(tmp_path,
+                                                                                capsys):
+    uninterrupted = read(opened(shuffled, tf.train.Checkpoint()), 10)
+    path = tf.train.Checkpoint().save(str(tmp_path / "ckpt"))
+
+    def as_worker(batches_done):
+        return open_stream(STRATEGY, shuffled, tf.train.Checkpoint(), restored=path,
+                           batches_done=batches_done, multi_worker=True)
+
+    at_start = as_worker(0)
+    assert at_start.skipped == 0 and "Reading" not in capsys.readouterr().out
+    assert read(at_start, 2) == uninterrupted[:2]
+    later = as_worker(7)
+    assert "(7 per replica)" in capsys.readouterr().out
+    assert later.skipped == 7 and read(later, 3) == uninterrupted[7:10]

@@ -88,7 +88,7 @@ def open_stream(strategy: tf.distribute.Strategy, dataset_fn: DatasetFn,
     past is announced in one line on stdout.
     """
     if multi_worker:
-        if restored:
+        if restored and batches_done:
             _announce_reading_past(batches_done)
 
         def skipped_dataset(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
