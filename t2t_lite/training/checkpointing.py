@@ -67,6 +67,9 @@ class RunCheckpoints:
         self.manager = manager
         self.writes_state = writes_state   # False: a reader of another worker's directory
         self.last_good: Optional[str] = None
+        # ``tf.train.Checkpoint.restore``'s status for ``last_good`` once restored: values
+        # it defers (the data position) until an attribute for them is attached.
+        self.load_status = None
 
     def restore(self) -> Optional[str]:
         """Restores the newest readable checkpoint; returns its prefix, or None when the
@@ -74,7 +77,7 @@ class RunCheckpoints:
         damaged = []
         for path in self._newest_first():
             try:
-                self.checkpoint.restore(path)
+                self.load_status = self.checkpoint.restore(path)
             except CHECKPOINT_DAMAGE_ERRORS as error:
                 print(f"warning: checkpoint {path} is damaged and cannot be read "
                       f"({damage_reason(error)})", file=sys.stderr, flush=True)

@@ -168,21 +168,33 @@ class Trainer:
         return self._scratch_dir
 
     def _restore(self, checkpoint: tf.train.Checkpoint,
-                 checkpoints: checkpointing.RunCheckpoints) -> Optional[str]:
+                 checkpoints: checkpointing.RunCheckpoints):
         """Restores the run's newest readable checkpoint (``--output_dir``) on every
         worker: the chief through its own manager, the others through a manager that
-        only reads the run directory (they write to scratch)."""
+        only reads the run directory (they write to scratch).
+
+        Returns its prefix (None for a new run) and the restore's status (None too)."""
         if self.chief:
-            restored = checkpoints.restore()
+            source = checkpoints
         else:
             reader = tf.train.CheckpointManager(checkpoint, self.config.output_dir,
                                                 max_to_keep=None)
-            restored = checkpointing.RunCheckpoints(checkpoint, reader,
-                                                    writes_state=False).restore()
+            source = checkpointing.RunCheckpoints(checkpoint, reader, writes_state=False)
+        restored = source.restore()
         if distribution.is_multi_worker():
             step = int(checkpoint.optimizer.iterations.numpy())
             resume.check_same_step(self.strategy, step, self.config.output_dir)
-        return restored
+        return restored, source.load_status
+
+    @staticmethod
+    def _nothing_to_do(message: str, step: int, load_status) -> Dict[str, float]:
+        """Prints ``message`` and returns without training. The restore's deferred values
+        (the data position, which only a training stream reads) stay unread on purpose,
+        so TensorFlow is told not to warn about them."""
+        if load_status is not None:
+            load_status.expect_partial()
+        print(message, flush=True)
+        return {"step": step}
 
     def _train_step(self, train_step: TrainStep, iterator, step: int,
                     stop: preemption.StopOnSignal) -> Dict[str, float]:
@@ -261,7 +273,7 @@ class Trainer:
                                              max_to_keep=self.keep_checkpoint_max,
                                              step_counter=optimizer.iterations)
         checkpoints = checkpointing.RunCheckpoints(checkpoint, manager)
-        restored = self._restore(checkpoint, checkpoints)
+        restored, load_status = self._restore(checkpoint, checkpoints)
         start_step = int(optimizer.iterations.numpy())
         if restored:
             print(f"Resuming from {restored} at step {start_step}", flush=True)
@@ -270,18 +282,19 @@ class Trainer:
             print(f"Warm start: model weights from {self.warm_start.checkpoint}; optimizer "
                   f"state, step and learning-rate schedule start from 0", flush=True)
         if start_step >= self.train_steps:
-            print(f"Step {start_step} >= --train_steps={self.train_steps}: nothing to do.")
-            return {"step": start_step}
+            return self._nothing_to_do(
+                f"Step {start_step} >= --train_steps={self.train_steps}: nothing to do.",
+                start_step, load_status)
         best = best_checkpoint.BestCheckpoint(
             model, best_checkpoint.best_dir(config.output_dir),
             best_checkpoint.best_dir(write_dir), self.best_metric,
             config.early_stopping_patience)
         if restored and best.stopped_at(start_step):
-            print(f"Stopped early at step {start_step} (--early_stopping_patience="
-                  f"{config.early_stopping_patience}): nothing to do; raise "
-                  f"--early_stopping_patience to train on. Best: {best.describe()}.",
-                  flush=True)
-            return {"step": start_step}
+            return self._nothing_to_do(
+                f"Stopped early at step {start_step} (--early_stopping_patience="
+                f"{config.early_stopping_patience}): nothing to do; raise "
+                f"--early_stopping_patience to train on. Best: {best.describe()}.",
+                start_step, load_status)
 
         stream = self._open_stream(checkpoint, restored, start_step)
         train_step = TrainStep(model, optimizer, self.strategy, self.hparams.label_smoothing,
