@@ -3,11 +3,15 @@
 Raw gzipped files from the official repository (or a local directory of the same files):
 train 29,000, val 1,014 ("dev"), test_2016_flickr 1,000 ("test"), and the extra test sets
 test_2017_flickr, test_2017_mscoco and test_2018_flickr when present. Shared BPE of 8,000.
+
+translate_ende_multi30k_lc: the same files with both sides lowercased, the text the
+published Multi30k baselines train on and score.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Iterator, Mapping, Tuple
+from typing import Iterator, Mapping, Tuple, Union
 
 from t2t_lite.data.problem import TranslationProblem, VocabSpec
 from t2t_lite.data.raw import RawFile, TextPair, read_parallel_lines
@@ -52,3 +56,29 @@ class TranslateEndeMulti30k(TranslationProblem):
         self.check_split(split)
         stem = SPLIT_FILES[split]
         return read_parallel_lines(Path(tmp_dir) / f"{stem}.en.gz", Path(tmp_dir) / f"{stem}.de.gz")
+
+
+def lowercase(text: Union[bytes, str]) -> Union[bytes, str]:
+    """``text`` lowercased as ``str.lower`` does (as sacreBLEU's ``-lc``), UTF-8 bytes
+    decoded first; bytes that are not UTF-8 come back unchanged, for datagen to drop and
+    report with their file and line."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            return text
+    return text.lower()
+
+
+@register_problem("translate_ende_multi30k_lc")
+class TranslateEndeMulti30kLowercased(TranslateEndeMulti30k):
+    """Multi30k EN->DE with both sides lowercased; its own shared BPE of 8,000 tokens.
+
+    Its models write no capitals: score them lowercased (the decoder's ``case:lc`` line,
+    against either this problem's references or the cased ones).
+    """
+
+    def text_pairs(self, split: str, tmp_dir: Path) -> Iterator[TextPair]:
+        for pair in super().text_pairs(split, tmp_dir):
+            yield dataclasses.replace(pair, source=lowercase(pair.source),
+                                      target=lowercase(pair.target))

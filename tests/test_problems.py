@@ -120,3 +120,25 @@ def test_a_problem_knows_the_name_it_was_registered_under():
     unregistered = type("Unregistered", (type(parent),), {})
     with pytest.raises(LookupError, match="Unregistered is not registered"):
         unregistered().name
+
+
+def test_lowercased_multi30k_lowercases_both_sides_and_leaves_bad_bytes_to_datagen(tmp_path):
+    from corpus_helpers import write_gz
+    from t2t_lite.data.datagen import DROP_UTF8, clean_pairs
+
+    for stem in ("train", "val", "test_2016_flickr"):
+        write_gz(tmp_path / f"{stem}.en.gz", ["Two Young MEN outside.", "A dog\xa0runs."])
+        write_gz(tmp_path / f"{stem}.de.gz", ["Zwei junge Männer ÄUSSERN.", b"Ein Hund \xff"])
+    cased = list(get_problem("translate_ende_multi30k").text_pairs("dev", tmp_path))
+    problem = get_problem("translate_ende_multi30k_lc")
+    assert problem.name == "translate_ende_multi30k_lc" and problem.vocab_size == 8000
+    pairs = list(problem.text_pairs("dev", tmp_path))
+    assert [(p.source, p.target) for p in pairs[:1]] == [
+        ("two young men outside.", "zwei junge männer äussern.")]
+    assert pairs[1].source == "a dog\xa0runs." and pairs[1].target == b"Ein Hund \xff"
+    assert [(p.source_file, p.target_file, p.line) for p in pairs] == [
+        (p.source_file, p.target_file, p.line) for p in cased]
+    dropped = {}
+    assert [texts[:2] for texts in clean_pairs(iter(pairs), dropped)] == [
+        ("two young men outside.", "zwei junge männer äussern.")]
+    assert dropped[DROP_UTF8].count == 1 and dropped[DROP_UTF8].first.endswith("line 2")
