@@ -49,6 +49,10 @@ class Registry(Generic[T]):
         imported on the first ``get(name)``, not now."""
         self._declared[name] = module
 
+    def _taken(self, key: str, owner: str) -> ValueError:
+        return ValueError(f"{self.kind} {key!r} is already registered (by {owner}); "
+                          f"register yours under another name, or drop it to use that one")
+
     def register(self, name: Optional[str] = None) -> Callable[[T], T]:
         """Decorator: registers the object under ``name`` (default: its ``__name__``) and
         records the name on it as ``registered_name`` (its first name, if registered
@@ -57,12 +61,10 @@ class Registry(Generic[T]):
         def decorator(obj: T) -> T:
             key = name or obj.__name__
             if key in self._entries and self._entries[key] is not obj:
-                raise ValueError(f"{self.kind} {key!r} is already registered "
-                                 f"(by {self._entries[key]!r})")
+                raise self._taken(key, repr(self._entries[key]))
             declared = self._declared.get(key)
             if declared is not None and declared != obj.__module__:
-                raise ValueError(f"{self.kind} {key!r} is already registered "
-                                 f"(by module {declared})")
+                raise self._taken(key, f"module {declared}")
             self._entries[key] = obj
             if "registered_name" not in vars(obj):
                 obj.registered_name = key

@@ -208,7 +208,8 @@ def test_a_name_taken_by_a_builtin_is_refused_with_the_users_traceback(tmp_path)
     assert "clash.py" in result.stderr
     assert result.stderr.strip().splitlines()[-1] == (
         "ValueError: model 'transformer' is already registered (by module "
-        "t2t_lite.models.transformer)")
+        "t2t_lite.models.transformer); register yours under another name, or drop it "
+        "to use that one")
 
 
 def test_old_run_config_without_usr_dir_loads(tmp_path):
