@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import keras
 import tensorflow as tf
@@ -168,7 +168,7 @@ class Trainer:
         return self._scratch_dir
 
     def _restore(self, checkpoint: tf.train.Checkpoint,
-                 checkpoints: checkpointing.RunCheckpoints):
+                 checkpoints: checkpointing.RunCheckpoints) -> Tuple[Optional[str], Any]:
         """Restores the run's newest readable checkpoint (``--output_dir``) on every
         worker: the chief through its own manager, the others through a manager that
         only reads the run directory (they write to scratch).
